@@ -1,0 +1,1 @@
+"""kbert: BERT for Keras 3 and TensorFlow."""
