@@ -16,7 +16,9 @@ _HF_ACTIVATIONS = {
     "gelu_tanh": "gelu_tanh",
     "relu": "relu",
 }
-_GOOGLE_ACTIVATIONS = {"gelu": "gelu_tanh", "relu": "relu"}
+# "gelu_exact" is kbert's own addition to bert_config.json: Google's modeling.py rejects the
+# unknown name instead of silently computing the tanh form for an exact-GELU model.
+_GOOGLE_ACTIVATIONS = {"gelu": "gelu_tanh", "gelu_exact": "gelu", "relu": "relu"}
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 
 
@@ -152,18 +154,15 @@ class BertConfig:
         }
 
     def to_google_config(self) -> dict:
-        """The original release's `bert_config.json`. Its "gelu" is the tanh form, so a model
-        with exact GELU cannot be described in that format without changing its numerics."""
-        if self.hidden_act == "gelu":
-            raise ConfigError("bert_config.json can only express the tanh GELU ('gelu_tanh') "
-                              "or relu; this model uses exact GELU.")
+        """The original release's `bert_config.json`. Its "gelu" is the tanh form; an exact-GELU
+        model is written as "gelu_exact" so that no reader computes the wrong function."""
         return {
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "num_hidden_layers": self.num_layers,
             "num_attention_heads": self.num_heads,
             "intermediate_size": self.intermediate_size,
-            "hidden_act": {"gelu_tanh": "gelu", "relu": "relu"}[self.hidden_act],
+            "hidden_act": {"gelu_tanh": "gelu", "gelu": "gelu_exact", "relu": "relu"}[self.hidden_act],
             "hidden_dropout_prob": self.hidden_dropout,
             "attention_probs_dropout_prob": self.attention_dropout,
             "max_position_embeddings": self.max_position_embeddings,

@@ -1,0 +1,86 @@
+"""Checkpoints in and out: Hugging Face, the original Google TF1 release, and keras-hub.
+
+Every format is read into, and written from, one canonical dict (`kbert.convert.weights`);
+`kbert.convert.mapping` moves that dict in and out of kbert's layers.
+"""
+
+import json
+import pathlib
+
+from kbert.convert.google import read_google_checkpoint, write_google_checkpoint
+from kbert.convert.huggingface import read_hf_checkpoint, write_hf_checkpoint
+from kbert.convert.mapping import get_backbone_weights, set_backbone_weights
+from kbert.convert.weights import CheckpointError
+
+
+def detect_format(path) -> str:
+    """"huggingface", "google" or "keras_hub" for a checkpoint directory (or Google prefix)."""
+    path = pathlib.Path(path)
+    if path.is_dir():
+        if (path / "bert_config.json").is_file():
+            return "google"
+        config = path / "config.json"
+        if config.is_file():
+            try:
+                is_keras_hub = "keras_hub" in json.loads(config.read_text()).get("module", "")
+            except (ValueError, AttributeError):
+                raise CheckpointError(f"{config} is not a valid JSON object.") from None
+            return "keras_hub" if is_keras_hub else "huggingface"
+    elif pathlib.Path(f"{path}.index").is_file():
+        return "google"
+    raise CheckpointError(
+        f"{path}: no checkpoint recognised. Expected a Hugging Face directory (config.json + "
+        "model.safetensors), an original Google one (bert_config.json + bert_model.ckpt.*) "
+        "or a keras-hub preset directory (config.json + model.weights.h5).")
+
+
+def read_checkpoint(path, allow_pickle=False):
+    """(BertConfig, canonical weights) from a checkpoint in any supported format."""
+    fmt = detect_format(path)
+    if fmt == "google":
+        return read_google_checkpoint(path)
+    if fmt == "keras_hub":
+        from kbert.convert.keras_hub import from_keras_hub
+
+        return from_keras_hub(str(path))
+    return read_hf_checkpoint(path, allow_pickle=allow_pickle)
+
+
+def load_backbone(path_or_preset, allow_pickle=False, **kwargs):
+    """A `BertBackbone` built from a checkpoint's config, holding its weights."""
+    from kbert.models.backbone import BertBackbone
+    from kbert.presets import resolve
+
+    path = resolve(path_or_preset)
+    config, weights = read_checkpoint(path, allow_pickle=allow_pickle)
+    backbone = BertBackbone(config, **kwargs)
+    set_backbone_weights(backbone, weights, source=str(path))
+    return backbone
+
+
+def save_hf(model, path, vocab_file=None):
+    """Writes a `BertBackbone` (or a `BertPretrainer`, heads included) as a Hugging Face
+    directory."""
+    return write_hf_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file)
+
+
+def save_google(model, path, vocab_file=None):
+    """Writes a `BertBackbone` (or `BertPretrainer`) in the original Google TF1 layout."""
+    return write_google_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file)
+
+
+def _config_and_weights(model):
+    from kbert.convert.mapping import head_slots, read_slots
+
+    backbone = getattr(model, "backbone", model)
+    weights = get_backbone_weights(backbone)
+    if backbone is not model:
+        weights.update(read_slots(head_slots(model.mlm_head, model.nsp_head)))
+    return backbone.config, weights
+
+
+__all__ = [
+    "CheckpointError", "detect_format", "read_checkpoint", "load_backbone", "save_hf",
+    "save_google", "read_hf_checkpoint", "write_hf_checkpoint", "read_google_checkpoint",
+    "write_google_checkpoint", "get_backbone_weights", "set_backbone_weights",
+]

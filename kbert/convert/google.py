@@ -1,0 +1,228 @@
+"""Checkpoints in the format of the original google-research/bert release.
+
+Such a checkpoint is a directory holding `bert_config.json`, a TF1 name-based checkpoint
+(`bert_model.ckpt.index` + `bert_model.ckpt.data-00000-of-00001`) and usually `vocab.txt`. Its
+variables are named like `bert/encoder/layer_0/attention/self/query/kernel`; dense kernels are
+[in, out] (the transpose of PyTorch's Linear weight), LayerNorm holds `gamma`/`beta`, and the
+next-sentence head's `cls/seq_relationship/output_weights` is [2, H], not transposed.
+
+`read_google_checkpoint` returns kbert's canonical weights (see `kbert.convert.weights`);
+`write_google_checkpoint` writes them back in the same format, which the original
+`modeling.py` and `tf.train.load_checkpoint` read. Optimizer slots and `global_step`, present in
+checkpoints saved during training, are skipped when reading.
+"""
+
+import glob
+import json
+import os
+import re
+import shutil
+import tempfile
+
+import numpy as np
+
+from kbert.config import BertConfig, ConfigError
+from kbert.convert.weights import (CheckpointError, HEAD_GROUPS, check_shapes, check_weights,
+                                   expected_shapes)
+
+CONFIG_FILE = "bert_config.json"
+CHECKPOINT_NAME = "bert_model.ckpt"
+VOCAB_FILE = "vocab.txt"
+
+# Variables of a training checkpoint that are not model weights.
+_IGNORED_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1")
+_IGNORED_NAMES = ("global_step", "beta1_power", "beta2_power", "_CHECKPOINTABLE_OBJECT_GRAPH")
+
+
+def google_name(name: str) -> tuple[str, bool]:
+    """The Google variable name of canonical weight `name`, and whether its array is the
+    transpose of the canonical one."""
+    special = {
+        "cls.predictions.bias": "cls/predictions/output_bias",
+        "cls.seq_relationship.weight": "cls/seq_relationship/output_weights",
+        "cls.seq_relationship.bias": "cls/seq_relationship/output_bias",
+    }
+    if name in special:
+        return special[name], False
+    *path, leaf = name.split(".")
+    path = "/".join(path)
+    path = re.sub(r"layer/(\d+)", r"layer_\1", path)
+    if not path.startswith("cls/"):
+        path = "bert/" + path
+    if path.endswith("LayerNorm"):
+        return f"{path}/{'gamma' if leaf == 'weight' else 'beta'}", False
+    if path.endswith("_embeddings"):
+        return path, False
+    return f"{path}/{'kernel' if leaf == 'weight' else 'bias'}", leaf == "weight"
+
+
+def _google_table(config: BertConfig) -> dict[str, tuple[str, bool, tuple]]:
+    """{google name: (canonical name, transposed, google shape)} for a model with both heads."""
+    table = {}
+    for name, shape in expected_shapes(config, heads=True).items():
+        gname, transposed = google_name(name)
+        table[gname] = (name, transposed, tuple(reversed(shape)) if transposed else shape)
+    return table
+
+
+def _ignored(name: str) -> bool:
+    return name in _IGNORED_NAMES or name.endswith(_IGNORED_SUFFIXES)
+
+
+def _tf():
+    try:
+        import tensorflow as tf
+    except ImportError as e:  # pragma: no cover - TF is a dependency of kbert
+        raise ImportError("Reading or writing Google TF1 checkpoints needs TensorFlow.") from e
+    return tf
+
+
+def _resolve(path) -> tuple[str, str]:
+    """(directory, checkpoint prefix) for a checkpoint directory or a checkpoint prefix."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        prefix = os.path.join(path, CHECKPOINT_NAME)
+        if not os.path.exists(prefix + ".index"):
+            indexes = sorted(glob.glob(os.path.join(glob.escape(path), "*.index")))
+            if len(indexes) != 1:
+                found = f" (found {', '.join(indexes)}; pass one prefix)" if indexes else ""
+                raise CheckpointError(f"No TF checkpoint in {path}: {prefix}.index is "
+                                      f"missing{found}.")
+            prefix = indexes[0][: -len(".index")]
+        return path, prefix
+    prefix = re.sub(r"\.(index|data-\d+-of-\d+)$", "", path)
+    if not os.path.exists(prefix + ".index"):
+        raise CheckpointError(f"No TF checkpoint at {path}: {prefix}.index is missing.")
+    return os.path.dirname(prefix) or ".", prefix
+
+
+def _data_files(prefix: str) -> list[str]:
+    shards = glob.glob(glob.escape(prefix) + ".data-*-of-*")
+    if not shards:
+        raise CheckpointError(f"TF checkpoint {prefix}: the data file "
+                              f"{prefix}.data-00000-of-00001 is missing.")
+    total = int(re.search(r"-of-(\d+)$", shards[0]).group(1))
+    expected = [f"{prefix}.data-{i:05d}-of-{total:05d}" for i in range(total)]
+    missing = [f for f in expected if not os.path.exists(f)]
+    if missing:
+        raise CheckpointError(f"TF checkpoint {prefix}: data file(s) missing: "
+                              f"{', '.join(missing)}.")
+    return expected
+
+
+def _first_line(error) -> str:
+    message = getattr(error, "message", None) or str(error)
+    return message.strip().splitlines()[0] if message.strip() else type(error).__name__
+
+
+def read_google_checkpoint(path) -> tuple[BertConfig, dict[str, np.ndarray]]:
+    """Reads an original-format BERT checkpoint: `path` is its directory (holding
+    `bert_config.json` and `bert_model.ckpt.*`) or the checkpoint prefix itself, with
+    `bert_config.json` beside it.
+
+    Returns the config and the canonical float32 weights; the pre-training heads are included
+    when the checkpoint has them. Raises `CheckpointError` for a missing or corrupt file and for
+    variables that do not fit the config (listing missing, unexpected and mis-shaped names).
+    """
+    directory, prefix = _resolve(path)
+    config_path = os.path.join(directory, CONFIG_FILE)
+    if not os.path.isfile(config_path):
+        raise CheckpointError(f"TF checkpoint {prefix}: {config_path} is missing.")
+    try:
+        config = BertConfig.from_google_config(config_path)
+    except ConfigError as e:
+        raise CheckpointError(f"{config_path}: {e}") from None
+    data_files = _data_files(prefix)
+
+    tf = _tf()
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        shapes = reader.get_variable_to_shape_map()
+        dtypes = reader.get_variable_to_dtype_map()
+    except Exception as e:  # the reader maps TF errors to assorted Python types
+        raise CheckpointError(f"Cannot read TF checkpoint index {prefix}.index: "
+                              f"{_first_line(e)}") from None
+
+    table = _google_table(config)
+    found = {name: tuple(shape) for name, shape in shapes.items() if not _ignored(name)}
+    check_shapes(found, {g: entry[2] for g, entry in table.items()},
+                 optional_groups=[g.replace(".", "/") for g in HEAD_GROUPS],
+                 source=f"TF checkpoint {prefix}", what=f"the model of {config_path}")
+
+    weights = {}
+    for gname in found:
+        name, transposed, _ = table[gname]
+        if not tf.as_dtype(dtypes[gname]).is_floating:
+            raise CheckpointError(f"TF checkpoint {prefix}: {gname} has dtype "
+                                  f"{tf.as_dtype(dtypes[gname]).name}, not a float.")
+        try:
+            value = reader.get_tensor(gname)
+        except Exception as e:  # the reader maps TF errors to assorted Python types
+            raise CheckpointError(f"Cannot read {gname} from TF checkpoint data "
+                                  f"{', '.join(data_files)}: {_first_line(e)}") from None
+        value = np.asarray(value, dtype=np.float32)
+        weights[name] = np.ascontiguousarray(value.T if transposed else value)
+    check_weights(weights, config, source=f"TF checkpoint {prefix}")
+    return config, weights
+
+
+def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, *,
+                            overwrite: bool = False) -> str:
+    """Writes canonical `weights` of `config` as an original-format BERT checkpoint directory
+    `path`: `bert_config.json`, `bert_model.ckpt.{index,data-00000-of-00001}` and, when
+    `vocab_file` is given, a copy of it as `vocab.txt`.
+
+    The pre-training heads are written when `weights` holds them. The directory is assembled
+    next to `path` and renamed into place, so a reader never sees half a checkpoint. An existing
+    non-empty `path` is replaced only with `overwrite=True`. Returns `path`.
+    """
+    check_weights(weights, config, source="weights to write")
+    path = os.path.abspath(os.fspath(path))
+    if vocab_file is not None and not os.path.isfile(vocab_file):
+        raise CheckpointError(f"Vocabulary file {vocab_file} does not exist.")
+    if os.path.exists(path) and not overwrite and (not os.path.isdir(path) or os.listdir(path)):
+        raise FileExistsError(f"{path} exists; pass overwrite=True to replace it.")
+    parent, base = os.path.split(path)
+    os.makedirs(parent, exist_ok=True)
+
+    tf = _tf()
+    tmp = tempfile.mkdtemp(prefix=f".{base}.", suffix=".tmp", dir=parent)
+    try:
+        names, tensors = [], []
+        for name in sorted(weights):
+            gname, transposed = google_name(name)
+            value = np.asarray(weights[name], dtype=np.float32)
+            names.append(gname)
+            tensors.append(tf.constant(np.ascontiguousarray(value.T if transposed else value)))
+        with tf.device("/cpu:0"):
+            tf.raw_ops.SaveV2(prefix=os.path.join(tmp, CHECKPOINT_NAME), tensor_names=names,
+                              shape_and_slices=[""] * len(names), tensors=tensors)
+        with open(os.path.join(tmp, CONFIG_FILE), "w", encoding="utf-8") as f:
+            json.dump(config.to_google_config(), f, indent=2)
+            f.write("\n")
+        if vocab_file is not None:
+            shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
+        os.chmod(tmp, 0o755)
+        _replace_dir(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _replace_dir(new: str, target: str) -> None:
+    """Moves directory `new` to `target`, replacing whatever is there."""
+    if not os.path.lexists(target):
+        os.rename(new, target)
+        return
+    old = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", suffix=".old",
+                           dir=os.path.dirname(target))
+    old_target = os.path.join(old, "x")
+    os.rename(target, old_target)
+    try:
+        os.rename(new, target)
+    except BaseException:
+        os.rename(old_target, target)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,123 @@
+"""One post-LN Transformer encoder block, as in BERT, with a fused query/key/value projection."""
+
+import math
+
+import keras
+from keras import ops
+
+from kbert.layers import activations
+
+# Google's BERT adds -10000 to masked attention scores; exp() of that is exactly 0 in fp32, and
+# the value stays finite in fp16 and bf16, where a dtype's min would overflow.
+_MASKED_SCORE = -10000.0
+
+
+def attention_bias(padding_mask, causal=False, dtype="float32"):
+    """Additive attention bias, computed once per batch and shared by every block.
+
+    `padding_mask` is [batch, seq] (1 or True = a real token). The result broadcasts against
+    scores [batch, heads, query, key]: 0 where a query may attend to a key, -10000 elsewhere.
+    With `causal`, query i also never sees keys after i (the paper's left-to-right ablation).
+    """
+    allowed = ops.cast(padding_mask, "bool")[:, None, None, :]
+    if causal:
+        seq_len = ops.shape(padding_mask)[1]
+        positions = ops.arange(seq_len)
+        lower = positions[:, None] >= positions[None, :]
+        allowed = ops.logical_and(allowed, lower[None, None, :, :])
+    return ops.cast(ops.where(allowed, 0.0, _MASKED_SCORE), dtype)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class TransformerEncoderBlock(keras.layers.Layer):
+    """Self-attention → dropout → residual → LayerNorm → FFN → dropout → residual → LayerNorm.
+
+    Call with `x` [batch, seq, hidden] and an `attention_bias` from `attention_bias()`. With
+    `return_attention=True` the call returns `(output, probabilities)`, probabilities being
+    [batch, heads, seq, seq] after softmax (before attention dropout).
+
+    >>> block = TransformerEncoderBlock(num_heads=4, intermediate_size=64)
+    >>> block(ops.zeros((2, 7, 16))).shape
+    (2, 7, 16)
+    """
+
+    def __init__(self, num_heads, intermediate_size, activation="gelu", dropout=0.1,
+                 attention_dropout=0.1, layer_norm_eps=1e-12, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.activation = activation
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.layer_norm_eps = layer_norm_eps
+        self.initializer_range = initializer_range
+        self._activation_fn = activations.get(activation)
+
+    def build(self, input_shape):
+        hidden = input_shape[-1]
+        if hidden % self.num_heads:
+            raise ValueError(f"Hidden size {hidden} is not divisible by {self.num_heads} heads.")
+        self.head_size = hidden // self.num_heads
+
+        def dense(units, name):
+            return keras.layers.Dense(
+                units, name=name, dtype=self.dtype_policy,
+                kernel_initializer=keras.initializers.TruncatedNormal(
+                    stddev=self.initializer_range))
+
+        def layer_norm(name):
+            return keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_eps, name=name, dtype=self.dtype_policy)
+
+        self.qkv_dense = dense(3 * hidden, "attention_qkv")
+        self.attention_output_dense = dense(hidden, "attention_output")
+        self.attention_layer_norm = layer_norm("attention_layer_norm")
+        self.intermediate_dense = dense(self.intermediate_size, "intermediate")
+        self.output_dense = dense(hidden, "output")
+        self.output_layer_norm = layer_norm("output_layer_norm")
+        self.attention_dropout_layer = keras.layers.Dropout(self.attention_dropout)
+        self.dropout_layer = keras.layers.Dropout(self.dropout)
+
+        seq_shape = tuple(input_shape)
+        self.qkv_dense.build(seq_shape)
+        self.attention_output_dense.build(seq_shape)
+        self.attention_layer_norm.build(seq_shape)
+        self.intermediate_dense.build(seq_shape)
+        self.output_dense.build(seq_shape[:-1] + (self.intermediate_size,))
+        self.output_layer_norm.build(seq_shape)
+        self.built = True
+
+    def call(self, x, attention_bias=None, training=None, return_attention=False):
+        batch, seq_len = ops.shape(x)[0], ops.shape(x)[1]
+        hidden = self.num_heads * self.head_size
+
+        # [batch, seq, 3·hidden] → three [batch, heads, seq, head_size] tensors.
+        qkv = ops.reshape(self.qkv_dense(x), (batch, seq_len, 3, self.num_heads, self.head_size))
+        qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
+        query, key, value = qkv[0], qkv[1], qkv[2]
+
+        scores = ops.matmul(query * (1.0 / math.sqrt(self.head_size)),
+                            ops.transpose(key, (0, 1, 3, 2)))
+        if attention_bias is not None:
+            scores = scores + ops.cast(attention_bias, scores.dtype)
+        probs = ops.softmax(scores, axis=-1)
+        context = ops.matmul(self.attention_dropout_layer(probs, training=training), value)
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch, seq_len, hidden))
+
+        attended = self.dropout_layer(self.attention_output_dense(context), training=training)
+        x = self.attention_layer_norm(x + attended)
+        ffn = self.output_dense(self._activation_fn(self.intermediate_dense(x)))
+        x = self.output_layer_norm(x + self.dropout_layer(ffn, training=training))
+        return (x, probs) if return_attention else x
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "intermediate_size": self.intermediate_size,
+            "activation": self.activation,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "layer_norm_eps": self.layer_norm_eps,
+            "initializer_range": self.initializer_range,
+        }

@@ -1,0 +1,116 @@
+"""`BertBackbone`: the BERT encoder as a functional Keras model, dict in and dict out."""
+
+import keras
+
+from kbert.config import BertConfig
+from kbert.layers import BertEmbeddings, TransformerEncoderBlock, attention_bias
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertBackbone(keras.Model):
+    """The BERT encoder: embeddings, `num_layers` post-LN Transformer blocks and the pooler.
+
+    Inputs are a dict of int32 [batch, seq] tensors: `token_ids`, `segment_ids` and
+    `padding_mask` (1 for real tokens). Outputs are a dict with `sequence_output`
+    [batch, seq, hidden] and `pooled_output` [batch, hidden] (dense + tanh on `[CLS]`), plus
+    `hidden_states` (the embedding output and every block's output, num_layers + 1 tensors) with
+    `output_hidden_states`, and `attention_probs` (one [batch, heads, seq, seq] per block) with
+    `output_attentions`. `causal=True` gives the paper's left-to-right ablation.
+
+    >>> backbone = BertBackbone(BertConfig.preset("tiny"))
+    >>> ids = np.array([[101, 7592, 102, 0]])
+    >>> out = backbone({"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": ids > 0})
+    >>> out["pooled_output"].shape
+    (1, 128)
+
+    Layer names are stable (`embeddings`, `transformer_layer_{i}`, `pooler`) so checkpoints map
+    onto them one to one; see `kbert.convert`.
+    """
+
+    def __init__(self, config: BertConfig, causal=False, output_hidden_states=False,
+                 output_attentions=False, dtype=None, **kwargs):
+        # === Layers ===
+        embeddings = BertEmbeddings(
+            config.vocab_size, config.hidden_size, config.max_position_embeddings,
+            config.type_vocab_size, dropout=config.hidden_dropout,
+            layer_norm_eps=config.layer_norm_eps, initializer_range=config.initializer_range,
+            dtype=dtype, name="embeddings")
+        blocks = [
+            TransformerEncoderBlock(
+                config.num_heads, config.intermediate_size, activation=config.hidden_act,
+                dropout=config.hidden_dropout, attention_dropout=config.attention_dropout,
+                layer_norm_eps=config.layer_norm_eps, initializer_range=config.initializer_range,
+                dtype=dtype, name=f"transformer_layer_{i}")
+            for i in range(config.num_layers)
+        ]
+        pooler = keras.layers.Dense(
+            config.hidden_size, activation="tanh", dtype=dtype, name="pooler",
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range))
+
+        # === Functional graph ===
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in ("token_ids", "segment_ids", "padding_mask")
+        }
+        x = embeddings(inputs["token_ids"], inputs["segment_ids"])
+        bias = attention_bias(inputs["padding_mask"], causal=causal)
+        hidden_states, attention_probs = [x], []
+        for block in blocks:
+            if output_attentions:
+                x, probs = block(x, attention_bias=bias, return_attention=True)
+                attention_probs.append(probs)
+            else:
+                x = block(x, attention_bias=bias)
+            hidden_states.append(x)
+        outputs = {"sequence_output": x, "pooled_output": pooler(x[:, 0, :])}
+        if output_hidden_states:
+            outputs["hidden_states"] = hidden_states
+        if output_attentions:
+            outputs["attention_probs"] = attention_probs
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+        # === Config ===
+        self.config = config
+        self.causal = causal
+        self.output_hidden_states = output_hidden_states
+        self.output_attentions = output_attentions
+        self.embeddings = embeddings
+        self.encoder_blocks = blocks
+        self.pooler = pooler
+
+    @property
+    def token_embedding(self):
+        """The `keras.layers.Embedding` whose table the MLM decoder shares."""
+        return self.embeddings.token_embedding
+
+    def get_config(self):
+        return {
+            "config": self.config.to_dict(),
+            "causal": self.causal,
+            "output_hidden_states": self.output_hidden_states,
+            "output_attentions": self.output_attentions,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["config"] = BertConfig.from_dict(config["config"])
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
+
+    @classmethod
+    def from_pretrained(cls, path_or_preset, allow_pickle=False, **kwargs):
+        """A backbone with pretrained weights from a Hugging Face directory, an original Google
+        TF1 checkpoint, a keras-hub preset directory, or a kbert weights preset name.
+
+        `kwargs` (e.g. `output_hidden_states`, `dtype`) go to the constructor. Pickled PyTorch
+        files are refused unless `allow_pickle=True`: unpickling runs arbitrary code.
+        """
+        from kbert.convert import load_backbone
+
+        return load_backbone(path_or_preset, allow_pickle=allow_pickle, **kwargs)
+
