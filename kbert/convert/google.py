@@ -174,14 +174,16 @@ def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, 
 
     The pre-training heads are written when `weights` holds them. The directory is assembled
     next to `path` and renamed into place, so a reader never sees half a checkpoint. An existing
-    non-empty `path` is replaced only with `overwrite=True`. Returns `path`.
+    `path` is replaced when it is empty or holds only the files of a Google checkpoint; one with
+    other files only with `overwrite=True`. Returns `path`.
     """
     check_weights(weights, config, source="weights to write")
     path = os.path.abspath(os.fspath(path))
     if vocab_file is not None and not os.path.isfile(vocab_file):
         raise CheckpointError(f"Vocabulary file {vocab_file} does not exist.")
-    if os.path.exists(path) and not overwrite and (not os.path.isdir(path) or os.listdir(path)):
-        raise FileExistsError(f"{path} exists; pass overwrite=True to replace it.")
+    if os.path.lexists(path) and not overwrite and not _replaceable(path):
+        raise FileExistsError(f"{path} exists and holds more than a Google checkpoint; pass "
+                              "overwrite=True to replace it.")
     parent, base = os.path.split(path)
     os.makedirs(parent, exist_ok=True)
 
@@ -208,6 +210,14 @@ def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def _replaceable(path: str) -> bool:
+    """Whether `path` is a directory holding nothing but (a previous) Google checkpoint."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        return False
+    return all(entry in (CONFIG_FILE, VOCAB_FILE, "checkpoint")
+               or entry.startswith(CHECKPOINT_NAME + ".") for entry in os.listdir(path))
 
 
 def _replace_dir(new: str, target: str) -> None:

@@ -118,7 +118,6 @@ def from_keras_hub(backbone_or_preset_dir) -> tuple[BertConfig, dict[str, np.nda
     (`config.json` + `model.weights.h5`). Head weights are never returned: keras-hub's backbone
     has none (see the module docstring).
     """
-    import keras
     import keras_hub
 
     obj = backbone_or_preset_dir
@@ -133,7 +132,7 @@ def from_keras_hub(backbone_or_preset_dir) -> tuple[BertConfig, dict[str, np.nda
     shapes = expected_shapes(config)
     weights = {}
     for name, variable, transposed in _variables(backbone):
-        value = np.asarray(keras.ops.convert_to_numpy(variable), dtype=np.float32)
+        value = np.asarray(variable.numpy(), dtype=np.float32)
         shape = shapes[name]
         if transposed:
             value = value.reshape(shape[::-1]).T

@@ -21,10 +21,10 @@ def attention_bias(padding_mask, causal=False, dtype="float32"):
     """
     allowed = ops.cast(padding_mask, "bool")[:, None, None, :]
     if causal:
-        seq_len = ops.shape(padding_mask)[1]
-        positions = ops.arange(seq_len)
-        lower = positions[:, None] >= positions[None, :]
-        allowed = ops.logical_and(allowed, lower[None, None, :, :])
+        # Positions from a cumulative sum rather than arange: works on symbolic shapes too.
+        positions = ops.cumsum(ops.ones_like(padding_mask, dtype="int32"), axis=1)
+        lower = positions[:, :, None] >= positions[:, None, :]
+        allowed = ops.logical_and(allowed, lower[:, None, :, :])
     return ops.cast(ops.where(allowed, 0.0, _MASKED_SCORE), dtype)
 
 
@@ -75,8 +75,9 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.intermediate_dense = dense(self.intermediate_size, "intermediate")
         self.output_dense = dense(hidden, "output")
         self.output_layer_norm = layer_norm("output_layer_norm")
-        self.attention_dropout_layer = keras.layers.Dropout(self.attention_dropout)
-        self.dropout_layer = keras.layers.Dropout(self.dropout)
+        self.attention_dropout_layer = keras.layers.Dropout(
+            self.attention_dropout, dtype=self.dtype_policy)
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
 
         seq_shape = tuple(input_shape)
         self.qkv_dense.build(seq_shape)
@@ -100,7 +101,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
                             ops.transpose(key, (0, 1, 3, 2)))
         if attention_bias is not None:
             scores = scores + ops.cast(attention_bias, scores.dtype)
-        probs = ops.softmax(scores, axis=-1)
+        # Softmax in float32 even under mixed precision: bf16 sums of many small terms drift.
+        probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), x.dtype)
         context = ops.matmul(self.attention_dropout_layer(probs, training=training), value)
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch, seq_len, hidden))
 

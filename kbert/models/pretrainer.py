@@ -60,7 +60,9 @@ class BertPretrainer(keras.Model):
             if self.use_nsp:
                 loss["nsp"] = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         if weighted_metrics is None:
-            weighted_metrics = {"mlm": [keras.metrics.SparseCategoricalAccuracy("accuracy")]}
+            # Keras prefixes metric names with the output name only when there are several.
+            name = "accuracy" if self.use_nsp else "mlm_accuracy"
+            weighted_metrics = {"mlm": [keras.metrics.SparseCategoricalAccuracy(name)]}
             if self.use_nsp:
                 weighted_metrics["nsp"] = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
         super().compile(optimizer=optimizer, loss=loss, weighted_metrics=weighted_metrics,

@@ -1,0 +1,165 @@
+"""BertPreprocessor: strings → the fixed-shape int32 inputs a BERT model takes.
+
+Packs `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, gives A segment 0 and B segment 1, truncates
+to `sequence_length` and pads with [PAD]. Graph ops only, so it runs in tf.data, inside a model
+and in an exported serving signature.
+
+Truncation `"longest_first"` is Google's `_truncate_seq_pair`: drop tokens from the end of the
+longer segment, from B when they are equally long, until the pair fits. It has a closed form
+(used here, no loop): when the pair is too long, A keeps `min(len_A, max(ceil(m/2), m - len_B))`
+tokens of the budget m and B the rest. `"waterfall"` keeps A whole if it can and cuts B first
+(questions before contexts, say).
+
+With `return_offsets=True` the output also holds `start_offsets` and `end_offsets`: for every
+position, the [start, end) of its token in that segment's original string (bytes or characters,
+`offset_unit`; see `BertTokenizer.tokenize_with_offsets`), and -1 for [CLS], [SEP] and padding.
+`segment_ids` says which input string a position's offsets refer to.
+"""
+
+import keras
+import tensorflow as tf
+
+from kbert.text.tokenizer import BertTokenizer
+
+TRUNCATIONS = ("longest_first", "waterfall")
+
+
+def truncated_lengths(lengths, budget, truncate="longest_first"):
+    """How many tokens each segment keeps: `lengths` is a list of int [batch] tensors."""
+    if len(lengths) == 1:
+        return [tf.minimum(lengths[0], tf.cast(budget, lengths[0].dtype))]
+    la, lb = lengths
+    budget = tf.cast(budget, la.dtype)
+    if truncate == "waterfall":
+        keep_a = tf.minimum(la, budget)
+    else:
+        half = (budget + 1) // 2  # A gets the odd token: ties are cut from B
+        keep_a = tf.where(la + lb <= budget, la,
+                          tf.minimum(la, tf.maximum(half, budget - lb)))
+    return [keep_a, tf.minimum(lb, budget - keep_a)]
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertPreprocessor(keras.layers.Layer):
+    """Strings [batch], or a pair (a, b) of them → {"token_ids", "segment_ids", "padding_mask"}.
+
+    All outputs are int32 [batch, sequence_length]; `padding_mask` is 1 on real tokens.
+
+    Args:
+      tokenizer: a `BertTokenizer`.
+      sequence_length: the packed length, special tokens included.
+      truncate: "longest_first" (Google's rule) or "waterfall".
+      return_offsets: also return `start_offsets`/`end_offsets` (see module docstring).
+      offset_unit: "byte" or "char".
+    """
+
+    def __init__(self, tokenizer, sequence_length=128, truncate="longest_first",
+                 return_offsets=False, offset_unit="byte", **kwargs):
+        kwargs.setdefault("trainable", False)
+        kwargs.setdefault("dtype", "int32")
+        super().__init__(**kwargs)
+        if isinstance(tokenizer, dict):
+            tokenizer = keras.saving.deserialize_keras_object(tokenizer)
+        if not isinstance(tokenizer, BertTokenizer):
+            raise TypeError(f"BertPreprocessor needs a BertTokenizer, got {type(tokenizer)}.")
+        if truncate not in TRUNCATIONS:
+            raise ValueError(f"truncate must be one of {TRUNCATIONS}, got {truncate!r}.")
+        if offset_unit not in ("byte", "char"):
+            raise ValueError(f"offset_unit must be 'byte' or 'char', got {offset_unit!r}.")
+        if int(sequence_length) < 3:
+            raise ValueError(f"sequence_length must be at least 3 ([CLS] A [SEP] B [SEP] needs "
+                             f"room), got {sequence_length}.")
+        self.tokenizer = tokenizer
+        self.sequence_length = int(sequence_length)
+        self.truncate = truncate
+        self.return_offsets = bool(return_offsets)
+        self.offset_unit = offset_unit
+
+    def _segments(self, inputs):
+        if isinstance(inputs, dict):
+            raise TypeError("BertPreprocessor takes a string tensor or a tuple (a, b) of them, "
+                            "not a dict.")
+        segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
+        if not 1 <= len(segments) <= 2:
+            raise ValueError(f"BertPreprocessor packs one or two segments, got {len(segments)}.")
+        out = []
+        for s in segments:
+            s = tf.convert_to_tensor(s)
+            if s.dtype != tf.string:
+                raise TypeError(f"BertPreprocessor expects strings, got dtype {s.dtype.name}.")
+            if s.shape.rank == 2 and s.shape[-1] == 1:  # keras.Input(shape=(1,))
+                s = tf.squeeze(s, -1)
+            out.append(s)
+        return out
+
+    def call(self, inputs):
+        segments = self._segments(inputs)
+        scalar = segments[0].shape.rank == 0
+        if scalar:
+            segments = [tf.expand_dims(s, 0) for s in segments]
+        if self.return_offsets:
+            tokenized = [self.tokenizer.tokenize_with_offsets(s, self.offset_unit)
+                         for s in segments]
+        else:
+            tokenized = [(self.tokenizer(s),) for s in segments]
+        budget = self.sequence_length - len(segments) - 1
+        keep = truncated_lengths([t[0].row_lengths() for t in tokenized], budget, self.truncate)
+        parts = {"token_ids": [], "segment_ids": [], "start_offsets": [], "end_offsets": []}
+        batch = tf.shape(segments[0], out_type=tf.int64)[0]
+
+        def const(value):
+            return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value))
+
+        parts["token_ids"].append(const(self.tokenizer.cls_token_id))
+        parts["segment_ids"].append(const(0))
+        parts["start_offsets"].append(const(-1))
+        parts["end_offsets"].append(const(-1))
+        for index, (t, n) in enumerate(zip(tokenized, keep)):
+            mask = tf.ragged.range(t[0].row_lengths()) < tf.expand_dims(n, 1)
+            t = [tf.ragged.boolean_mask(x, mask) for x in t]
+            parts["token_ids"] += [t[0], const(self.tokenizer.sep_token_id)]
+            parts["segment_ids"] += [tf.zeros_like(t[0]) + index, const(index)]
+            if self.return_offsets:
+                parts["start_offsets"] += [t[1], const(-1)]
+                parts["end_offsets"] += [t[2], const(-1)]
+        shape = [None, self.sequence_length]
+        ids = tf.concat(parts["token_ids"], axis=1)
+        out = {
+            "token_ids": ids.to_tensor(self.tokenizer.pad_token_id, shape=shape),
+            "segment_ids": tf.concat(parts["segment_ids"], axis=1).to_tensor(0, shape=shape),
+            "padding_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
+        }
+        if self.return_offsets:
+            for key in ("start_offsets", "end_offsets"):
+                out[key] = tf.concat(parts[key], axis=1).to_tensor(-1, shape=shape)
+        if scalar:
+            out = {k: v[0] for k, v in out.items()}
+        return out
+
+    def compute_output_spec(self, inputs):
+        first = inputs[0] if isinstance(inputs, (tuple, list)) else inputs
+        batch = tuple(first.shape[:1])
+        if len(first.shape) == 2 and first.shape[-1] == 1:
+            batch = tuple(first.shape[:1])
+        shape = batch + (self.sequence_length,)
+        keys = ["token_ids", "segment_ids", "padding_mask"]
+        if self.return_offsets:
+            keys += ["start_offsets", "end_offsets"]
+        return {k: keras.KerasTensor(shape, dtype="int32") for k in keys}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
+            "sequence_length": self.sequence_length,
+            "truncate": self.truncate,
+            "return_offsets": self.return_offsets,
+            "offset_unit": self.offset_unit,
+        })
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
+        return cls(**config)

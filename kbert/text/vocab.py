@@ -1,0 +1,86 @@
+"""WordPiece vocabulary training, laid out like Google's BERT vocabularies.
+
+Words are counted with kbert's own `BasicTokenizer`, so the trainer sees exactly the words the
+tokenizer will later split; the pieces are chosen by tensorflow-text's WordPiece learner (the
+top-down algorithm Google used). The file starts with the layout BERT code relies on:
+[PAD] = 0, [unused0]..[unused{n-1}] = 1..n (room for task tokens without resizing the
+embeddings), then [UNK], [CLS], [SEP], [MASK]; with Google's 99 unused tokens those are ids
+100, 101, 102, 103. Then every single character (and its ## form) and the learned pieces.
+"""
+
+import collections
+import pathlib
+
+import tensorflow as tf
+from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+from kbert.text.basic_tokenizer import BasicTokenizer
+
+
+def reserved_tokens(num_unused=99):
+    """[PAD], [unused0..num_unused-1], [UNK], [CLS], [SEP], [MASK] — Google's first ids."""
+    return (["[PAD]"] + [f"[unused{i}]" for i in range(num_unused)]
+            + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+
+
+def _batches(texts, batch_size):
+    if isinstance(texts, tf.data.Dataset):
+        if texts.element_spec.shape.rank == 0:
+            texts = texts.batch(batch_size)
+        for batch in texts:
+            yield batch
+        return
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("train_vocabulary takes an iterable of strings, not a single string.")
+    batch = []
+    for text in texts:
+        batch.append(text)
+        if len(batch) == batch_size:
+            yield tf.constant(batch)
+            batch = []
+    if batch:
+        yield tf.constant(batch)
+
+
+def count_words(texts, lowercase=True, batch_size=256):
+    """{word: count} over an iterable of strings or a tf.data.Dataset of strings."""
+    basic = BasicTokenizer(lowercase)
+    split = tf.function(lambda t: basic(t).flat_values,
+                        input_signature=[tf.TensorSpec([None], tf.string)])
+    counts = collections.Counter()
+    for batch in _batches(texts, batch_size):
+        counts.update(split(batch).numpy().tolist())
+    return {w.decode("utf-8"): c for w, c in counts.items()}
+
+
+def train_vocabulary(texts, vocab_size=30522, lowercase=True, output_path=None,
+                     num_unused=99, max_unique_chars=1000, min_count=2, max_token_length=50):
+    """Learns a WordPiece vocabulary from `texts`; returns the token list (id = index).
+
+    Args:
+      texts: an iterable of strings, or a tf.data.Dataset of strings (scalars or batches).
+      vocab_size: the target size including reserved tokens; the learner lands within 5% below.
+      lowercase: learn an uncased vocabulary (use the same flag for the tokenizer).
+      output_path: where to write vocab.txt (one token per line), if given.
+      num_unused: how many [unusedN] tokens to reserve (Google: 99 before [UNK]).
+      max_unique_chars: the alphabet size; rarer characters are left out (they become [UNK]).
+      min_count: the lowest frequency the learner's threshold search may go to.
+      max_token_length: words longer than this (in characters) are not counted.
+    """
+    reserved = reserved_tokens(num_unused)
+    if vocab_size <= len(reserved):
+        raise ValueError(f"vocab_size {vocab_size} leaves no room after the "
+                         f"{len(reserved)} reserved tokens.")
+    counts = count_words(texts, lowercase)
+    if not counts:
+        raise ValueError("train_vocabulary: the corpus has no words.")
+    vocab = learner.learn(
+        counts, vocab_size=vocab_size, reserved_tokens=reserved, lower_thresh=min_count,
+        max_token_length=max_token_length, max_unique_chars=max_unique_chars,
+        include_joiner_token=True, joiner="##")
+    vocab = [t for t in vocab if t and t != "##"]  # a bare "##" can never be produced
+    if output_path is not None:
+        path = pathlib.Path(output_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
+    return vocab

