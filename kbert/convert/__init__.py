@@ -58,15 +58,17 @@ def load_backbone(path_or_preset, allow_pickle=False, **kwargs):
     return backbone
 
 
-def save_hf(model, path, vocab_file=None):
+def save_hf(model, path, vocab_file=None, overwrite=False):
     """Writes a `BertBackbone` (or a `BertPretrainer`, heads included) as a Hugging Face
     directory."""
-    return write_hf_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file)
+    return write_hf_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
+                               overwrite=overwrite)
 
 
-def save_google(model, path, vocab_file=None):
+def save_google(model, path, vocab_file=None, overwrite=False):
     """Writes a `BertBackbone` (or `BertPretrainer`) in the original Google TF1 layout."""
-    return write_google_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file)
+    return write_google_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
+                                   overwrite=overwrite)
 
 
 def _config_and_weights(model):

@@ -17,10 +17,10 @@ import json
 import os
 import re
 import shutil
-import tempfile
 
 import numpy as np
 
+from kbert.atomic import atomic_directory
 from kbert.config import BertConfig, ConfigError
 from kbert.convert.weights import (CheckpointError, HEAD_GROUPS, check_shapes, check_weights,
                                    expected_shapes)
@@ -181,15 +181,9 @@ def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, 
     path = os.path.abspath(os.fspath(path))
     if vocab_file is not None and not os.path.isfile(vocab_file):
         raise CheckpointError(f"Vocabulary file {vocab_file} does not exist.")
-    if os.path.lexists(path) and not overwrite and not _replaceable(path):
-        raise FileExistsError(f"{path} exists and holds more than a Google checkpoint; pass "
-                              "overwrite=True to replace it.")
-    parent, base = os.path.split(path)
-    os.makedirs(parent, exist_ok=True)
-
     tf = _tf()
-    tmp = tempfile.mkdtemp(prefix=f".{base}.", suffix=".tmp", dir=parent)
-    try:
+    owned = (CONFIG_FILE, VOCAB_FILE, "checkpoint", CHECKPOINT_NAME + ".*")
+    with atomic_directory(path, owned_files=owned, overwrite=overwrite) as tmp:
         names, tensors = [], []
         for name in sorted(weights):
             gname, transposed = google_name(name)
@@ -204,35 +198,5 @@ def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, 
             f.write("\n")
         if vocab_file is not None:
             shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
-        os.chmod(tmp, 0o755)
-        _replace_dir(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return path
 
-
-def _replaceable(path: str) -> bool:
-    """Whether `path` is a directory holding nothing but (a previous) Google checkpoint."""
-    if not os.path.isdir(path) or os.path.islink(path):
-        return False
-    return all(entry in (CONFIG_FILE, VOCAB_FILE, "checkpoint")
-               or entry.startswith(CHECKPOINT_NAME + ".") for entry in os.listdir(path))
-
-
-def _replace_dir(new: str, target: str) -> None:
-    """Moves directory `new` to `target`, replacing whatever is there."""
-    if not os.path.lexists(target):
-        os.rename(new, target)
-        return
-    old = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", suffix=".old",
-                           dir=os.path.dirname(target))
-    old_target = os.path.join(old, "x")
-    os.rename(target, old_target)
-    try:
-        os.rename(new, target)
-    except BaseException:
-        os.rename(old_target, target)
-        raise
-    finally:
-        shutil.rmtree(old, ignore_errors=True)

@@ -7,14 +7,13 @@ file can run arbitrary code.
 """
 
 import json
-import os
 import pathlib
 import shutil
-import tempfile
 
 import numpy as np
 import safetensors.numpy
 
+from kbert.atomic import atomic_directory
 from kbert.config import BertConfig
 from kbert.convert.weights import CheckpointError, check_weights
 
@@ -81,11 +80,13 @@ def _canonical_names(raw: dict, path) -> dict:
     return weights
 
 
-def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None) -> pathlib.Path:
+def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None,
+                        overwrite=False) -> pathlib.Path:
     """Writes config.json, model.safetensors (and vocab.txt) to `path`, atomically.
 
     Without head weights the layout is `BertModel`'s; with them, `BertForPreTraining`'s (names
-    under "bert.", decoder tied).
+    under "bert.", decoder tied). An existing `path` holding other files than a previous
+    checkpoint is only replaced with `overwrite=True`.
     """
     check_weights(weights, config, source="the weights to write")
     path = pathlib.Path(path)
@@ -96,19 +97,12 @@ def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None
         tensors = {(n if n.startswith("cls.") else f"bert.{n}"): w for n, w in weights.items()}
     else:
         tensors = dict(weights)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    owned = ("config.json", "model.safetensors", "vocab.txt")
+    with atomic_directory(path, owned_files=owned, overwrite=overwrite) as staging:
         (staging / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
         safetensors.numpy.save_file(
             {n: np.ascontiguousarray(w, dtype="float32") for n, w in tensors.items()},
             str(staging / "model.safetensors"), metadata={"format": "pt"})
         if vocab_file is not None:
             shutil.copyfile(vocab_file, staging / "vocab.txt")
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(staging, path)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return path

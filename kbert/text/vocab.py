@@ -74,13 +74,29 @@ def train_vocabulary(texts, vocab_size=30522, lowercase=True, output_path=None,
     counts = count_words(texts, lowercase)
     if not counts:
         raise ValueError("train_vocabulary: the corpus has no words.")
-    vocab = learner.learn(
-        counts, vocab_size=vocab_size, reserved_tokens=reserved, lower_thresh=min_count,
-        max_token_length=max_token_length, max_unique_chars=max_unique_chars,
-        include_joiner_token=True, joiner="##")
-    vocab = [t for t in vocab if t and t != "##"]  # a bare "##" can never be produced
+    # The learner binary-searches a count threshold, one full pass per step. Every word at or
+    # above the threshold stays whole, so it cannot be below the count of the vocab_size-th
+    # most frequent word; starting the search there saves most of the passes.
+    ranked = sorted(counts.values(), reverse=True)
+    lower = max(min_count, ranked[min(vocab_size, len(ranked)) - 1])
+    vocab = _learn(counts, vocab_size, reserved, lower, 4 * lower + 8, max_token_length,
+                   max_unique_chars)
+    if len(vocab) > vocab_size:  # the threshold lies above the guess: search the rest
+        vocab = _learn(counts, vocab_size, reserved, 4 * lower + 8, None, max_token_length,
+                       max_unique_chars)
+    # Tokens after the reserved ones and the characters are ordered by count, so cutting the
+    # tail keeps the alphabet and drops the rarest pieces.
+    vocab = vocab[:vocab_size]
     if output_path is not None:
         path = pathlib.Path(output_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
     return vocab
+
+
+def _learn(counts, vocab_size, reserved, lower, upper, max_token_length, max_unique_chars):
+    vocab = learner.learn(
+        counts, vocab_size=vocab_size, reserved_tokens=reserved, lower_thresh=lower,
+        upper_thresh=upper, max_token_length=max_token_length,
+        max_unique_chars=max_unique_chars, include_joiner_token=True, joiner="##")
+    return [t for t in vocab if t and t != "##"]  # a bare "##" can never be produced

@@ -227,3 +227,20 @@ def test_backbone_weights_round_trip_through_the_canonical_dict(tiny_config):
     for x, y in zip(a.weights, b.weights):
         np.testing.assert_array_equal(x.numpy(), y.numpy())
     assert keras.ops.all(a.weights[0].value == b.weights[0].value)
+
+
+def test_writes_are_atomic_and_never_wipe_unrelated_files(tiny_config, tmp_path):
+    backbone = kbert.BertBackbone(tiny_config)
+    target = tmp_path / "export"
+    save_hf(backbone, target)
+    save_hf(backbone, target)  # replacing a previous checkpoint is fine
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        save_hf(backbone, target)
+    assert (target / "notes.txt").read_text() == "mine"
+
+    weights = get_backbone_weights(backbone)
+    weights["pooler.dense.bias"] = np.zeros(3, "float32")  # fails the shape check
+    with pytest.raises(CheckpointError):
+        kbert.convert.write_hf_checkpoint(tmp_path / "never", tiny_config, weights)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # no staging left behind
