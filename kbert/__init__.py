@@ -1,6 +1,27 @@
-"""kbert: BERT for Keras 3 and TensorFlow."""
+"""kbert: BERT for Keras 3 and TensorFlow.
 
-from kbert.config import BertConfig
-from kbert.models import BertBackbone, BertPretrainer
+Public names are imported on first use, so `import kbert` (and `kbert --help`) stays fast and
+the CLI can configure logging before TensorFlow loads.
+"""
+
+import importlib
 
 __version__ = "0.1.0"
+
+_PUBLIC = {
+    "BertConfig": "kbert.config",
+    "BertBackbone": "kbert.models.backbone",
+    "BertPretrainer": "kbert.models.pretrainer",
+    "convert": "kbert.convert",
+}
+
+
+def __getattr__(name):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'kbert' has no attribute {name!r}")
+    module = importlib.import_module(_PUBLIC[name])
+    return module if module.__name__ == f"kbert.{name}" else getattr(module, name)
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_PUBLIC))

@@ -1,0 +1,5 @@
+"""Training utilities: BERT's optimizer recipe and the fine-tuning driver."""
+
+from kbert.training.optimizer import LinearWarmupLinearDecay, make_optimizer, no_decay_variables
+
+__all__ = ["LinearWarmupLinearDecay", "make_optimizer", "no_decay_variables"]
