@@ -17,6 +17,9 @@ class MaskedLMHead(keras.layers.Layer):
 
     Call with `sequence_output` [batch, seq, hidden] and `masked_positions` [batch, predictions]
     (int); returns logits [batch, predictions, vocab].
+
+    The tie to the embedding layer is restored by the model that owns both (`BertPretrainer`
+    rebuilds it in `from_config`); a head deserialized on its own gets an untied copy.
     """
 
     def __init__(self, token_embedding, activation="gelu", layer_norm_eps=1e-12,
