@@ -12,6 +12,9 @@ _PUBLIC = {
     "BertConfig": "kbert.config",
     "BertBackbone": "kbert.models.backbone",
     "BertPretrainer": "kbert.models.pretrainer",
+    "BertTokenizer": "kbert.text.tokenizer",
+    "BertPreprocessor": "kbert.text.preprocessor",
+    "train_vocabulary": "kbert.text.vocab",
     "convert": "kbert.convert",
 }
 

@@ -17,7 +17,8 @@ What it reproduces (Google's `tokenization.py`, `FullTokenizer`):
      characters, or one that cannot be covered, becomes a single `[UNK]`.
 Typed text such as "[SEP]" is ordinary text ("[", "sep", "]"); special tokens are only ever added
 by `BertPreprocessor`. Character properties come from the running Python's `unicodedata`, as in
-Google's code (see `kbert.text.unicode_tables`).
+Google's code (see `kbert.text.unicode_tables`); the one known difference, two rare spacing
+combining marks typed out of canonical order, is described in `kbert.text.basic_tokenizer`.
 
 Offsets (`tokenize_with_offsets`) point into the caller's original strings, in bytes (the unit
 of TF strings) or in characters (code points; what Python's `str` indexes, e.g. SQuAD's
@@ -130,8 +131,11 @@ class BertTokenizer(keras.layers.Layer):
 
     @classmethod
     def from_pretrained(cls, path, lowercase=None, **kwargs):
-        """Reads `vocab.txt` from a checkpoint directory; casing per `casing_from_checkpoint`."""
-        path = pathlib.Path(path)
+        """Reads `vocab.txt` from a checkpoint directory or a kbert weights preset; casing per
+        `casing_from_checkpoint`."""
+        from kbert.presets import resolve
+
+        path = resolve(path)
         if lowercase is None:
             lowercase = casing_from_checkpoint(path)
         return cls(vocabulary=path / "vocab.txt", lowercase=lowercase, **kwargs)
@@ -220,9 +224,9 @@ class BertTokenizer(keras.layers.Layer):
         else:
             flat_starts = i64(char_starts.flat_values)
             starts = tf.gather(flat_starts, first)
-            last = tf.maximum(tf.size(flat_starts, out_type=tf.int64) - 1, 0)
-            ends = tf.where(after < row_end_char,
-                            tf.gather(tf.concat([flat_starts, [0]], 0), tf.minimum(after, last + 1)),
+            padded = tf.concat([flat_starts, [0]], 0)  # `after` may be one past the last char
+            next_start = tf.gather(padded, tf.minimum(after, tf.size(flat_starts, tf.int64)))
+            ends = tf.where(after < row_end_char, next_start,
                             tf.gather(i64(tf.strings.length(text)), piece_row))
         ids = pieces.merge_dims(1, 2)
         starts = ids.with_flat_values(tf.cast(starts, tf.int32))

@@ -7,7 +7,7 @@ code-point tables and RE2 character classes. The Unicode version is therefore th
 Python's (`unicodedata.unidata_version`), exactly as it is for Google's code.
 
 The graph normalizes text one character at a time (`char_map`), which is what lets it track
-offsets into the original string. That is exact because of facts checked in `_check` below:
+offsets into the original string. That is exact because of facts `check_invariants` checks:
 no character turns into whitespace, CJK ideographs stay CJK ideographs and nothing else becomes
 one, so splitting after normalization equals Google's splitting before it. The one context rule
 of `str.lower` (a final capital sigma becomes `ς`) is applied separately with a regex.
@@ -148,7 +148,7 @@ def sigma_pattern():
     return f"({cased_cls}{ign}*)(\u03a3)({ign}*(?:{not_cased}|$))"
 
 
-def _check(lowercase):
+def check_invariants(lowercase):
     """The facts that make per-character normalization equal Google's per-word one."""
     problems = []
     for ch, out in char_map(lowercase).items():

@@ -1,0 +1,137 @@
+"""BertPreprocessor: packing, Google's pair truncation, graph contexts, offsets, saving."""
+
+import random
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert.text.preprocessor import BertPreprocessor, truncated_lengths
+from kbert.text.tokenizer import BertTokenizer
+from reference_tokenizer import truncate_pair
+
+CLS, SEP, PAD, A = 101, 102, 0, 1037  # A is the id of the word "a"
+
+
+@pytest.fixture(scope="module")
+def tok(uncased_vocab):
+    return BertTokenizer(uncased_vocab)
+
+
+def words(n, word="a"):
+    return " ".join([word] * n)
+
+
+def test_single_segment_packing(tok):
+    out = BertPreprocessor(tok, sequence_length=8)(tf.constant([words(2), words(20), ""]))
+    assert set(out) == {"token_ids", "segment_ids", "padding_mask"}
+    for v in out.values():
+        assert v.dtype == tf.int32 and v.shape == (3, 8)
+    assert out["token_ids"].numpy().tolist() == [
+        [CLS, A, A, SEP, PAD, PAD, PAD, PAD], [CLS] + [A] * 6 + [SEP], [CLS, SEP] + [PAD] * 6]
+    assert out["padding_mask"].numpy().tolist()[0] == [1, 1, 1, 1, 0, 0, 0, 0]
+    assert out["segment_ids"].numpy().sum() == 0
+
+
+def test_pair_packing_and_segments(tok):
+    pre = BertPreprocessor(tok, sequence_length=10)
+    out = pre((tf.constant([words(2)]), tf.constant([words(3, "b")])))
+    B = tok.token_to_id("b")
+    assert out["token_ids"].numpy().tolist() == [[CLS, A, A, SEP, B, B, B, SEP, PAD, PAD]]
+    assert out["segment_ids"].numpy().tolist() == [[0, 0, 0, 0, 1, 1, 1, 1, 0, 0]]
+    assert out["padding_mask"].numpy().tolist() == [[1] * 8 + [0, 0]]
+
+
+def test_pair_truncation_is_googles_rule(tok):
+    """Random length pairs, packed by kbert, against Google's _truncate_seq_pair loop."""
+    rng = random.Random(3)
+    seq_len = 16
+    pairs = [(rng.randint(0, 25), rng.randint(0, 25)) for _ in range(300)]
+    pairs += [(13, 13), (14, 13), (13, 14), (0, 30), (30, 0), (6, 7), (7, 6)]
+    out = BertPreprocessor(tok, sequence_length=seq_len)(
+        (tf.constant([words(a, "a") for a, _ in pairs]),
+         tf.constant([words(b, "b") for _, b in pairs])))
+    B = tok.token_to_id("b")
+    for (la, lb), ids in zip(pairs, out["token_ids"].numpy().tolist()):
+        ka, kb = truncate_pair(["a"] * la, ["b"] * lb, seq_len - 3)
+        expected = [CLS] + [A] * len(ka) + [SEP] + [B] * len(kb) + [SEP]
+        assert ids == expected + [PAD] * (seq_len - len(expected)), (la, lb)
+
+
+def test_closed_form_truncation_matches_loop():
+    for m in range(0, 12):
+        for la in range(0, 15):
+            for lb in range(0, 15):
+                ka, kb = truncated_lengths([tf.constant([la]), tf.constant([lb])], m)
+                ra, rb = truncate_pair(range(la), range(lb), m)
+                assert (int(ka[0]), int(kb[0])) == (len(ra), len(rb)), (m, la, lb)
+
+
+def test_waterfall_keeps_the_first_segment(tok):
+    out = BertPreprocessor(tok, sequence_length=8, truncate="waterfall")(
+        (tf.constant([words(4)]), tf.constant([words(4, "b")])))
+    B = tok.token_to_id("b")
+    assert out["token_ids"].numpy().tolist() == [[CLS, A, A, A, A, SEP, B, SEP]]
+
+
+def test_runs_in_tf_data_and_tf_function(tok):
+    pre = BertPreprocessor(tok, sequence_length=16)
+    ds = tf.data.Dataset.from_tensor_slices((["first a", "second b b"], ["x", "y y"]))
+    ds = ds.batch(2).map(lambda a, b: pre((a, b)), num_parallel_calls=tf.data.AUTOTUNE)
+    eager = pre((tf.constant(["first a", "second b b"]), tf.constant(["x", "y y"])))
+    batch = next(iter(ds))
+    for k in eager:
+        np.testing.assert_array_equal(batch[k], eager[k])
+    fn = tf.function(pre, input_signature=[tf.TensorSpec([None], tf.string)])
+    np.testing.assert_array_equal(fn(tf.constant(["first a"]))["token_ids"],
+                                  pre(tf.constant(["first a"]))["token_ids"])
+
+
+def test_keras_model_saves_and_loads_in_safe_mode(tok, tmp_path):
+    pre = BertPreprocessor(tok, sequence_length=12)
+    text = keras.Input(shape=(), dtype="string")
+    model = keras.Model(text, pre(text))
+    path = tmp_path / "pre.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    sample = tf.constant(["Hello, World!", "unaffable"])
+    for k, v in model(sample).items():
+        np.testing.assert_array_equal(loaded(sample)[k], v)
+
+
+def test_config_round_trip(tok):
+    pre = BertPreprocessor(tok, sequence_length=32, truncate="waterfall", return_offsets=True,
+                           offset_unit="char")
+    again = BertPreprocessor.from_config(pre.get_config())
+    assert (again.sequence_length, again.truncate, again.return_offsets, again.offset_unit) == (
+        32, "waterfall", True, "char")
+    assert again.tokenizer.get_vocabulary() == tok.get_vocabulary()
+
+
+def test_offsets_follow_the_packing(tok):
+    question, context = "Who wrote Hamlet?", "Hamlet was written by Shakespeare."
+    pre = BertPreprocessor(tok, sequence_length=24, return_offsets=True, offset_unit="char")
+    out = pre((tf.constant([question]), tf.constant([context])))
+    ids = out["token_ids"][0].numpy()
+    seg = out["segment_ids"][0].numpy()
+    starts, ends = out["start_offsets"][0].numpy(), out["end_offsets"][0].numpy()
+    for i, s, e, g in zip(ids, starts, ends, seg):
+        if i in (CLS, SEP, PAD):
+            assert s == e == -1
+        else:
+            source = question if g == 0 else context
+            assert source[s:e].lower() == tok.id_to_token(i).removeprefix("##")
+    shakespeare = [k for k in range(24) if seg[k] == 1 and starts[k] == context.index("Shake")]
+    assert shakespeare
+
+
+def test_errors(tok):
+    with pytest.raises(ValueError, match="truncate"):
+        BertPreprocessor(tok, truncate="middle")
+    with pytest.raises(ValueError, match="at least 3"):
+        BertPreprocessor(tok, sequence_length=2)
+    with pytest.raises(TypeError, match="BertTokenizer"):
+        BertPreprocessor("vocab.txt")
+    with pytest.raises(ValueError, match="one or two segments"):
+        BertPreprocessor(tok)((tf.constant(["a"]),) * 3)
