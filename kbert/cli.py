@@ -39,6 +39,20 @@ def _convert(args) -> int:
     return 0
 
 
+def _vocab(args) -> int:
+    """Trains a WordPiece vocabulary in BERT's layout."""
+    from kbert.data.corpus import text_lines, wikipedia_articles
+    from kbert.text.vocab import train_vocabulary
+
+    texts = list(text_lines(args.corpus)) if args.corpus else wikipedia_articles()
+    vocab = train_vocabulary(texts, vocab_size=args.size, lowercase=not args.cased,
+                             output_path=args.output)
+    source = ", ".join(args.corpus) if args.corpus else "Wikipedia lead sections"
+    print(f"Wrote {len(vocab)} tokens ({'cased' if args.cased else 'uncased'}) learned from "
+          f"{len(texts)} texts of {source} to {args.output}.")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kbert", description="BERT for Keras 3 and TensorFlow.",
@@ -65,6 +79,22 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--allow-approximation", action="store_true",
                          help="for keras_hub: accept its fixed tanh-GELU for an exact-GELU model")
     convert.set_defaults(run=_convert)
+
+    vocab = commands.add_parser(
+        "vocab", help="train a WordPiece vocabulary in BERT's layout",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Learn a WordPiece vocabulary: [PAD]=0, [unused0-98], [UNK]=100, [CLS]=101, "
+                    "[SEP]=102, [MASK]=103, then characters and word pieces by frequency.",
+        epilog="examples:\n"
+               "  kbert vocab --output out/vocab.txt                     # Wikipedia, 30,522\n"
+               "  kbert vocab --corpus a.txt b.txt --size 8000 --cased --output out/vocab.txt")
+    vocab.add_argument("--corpus", nargs="+", metavar="FILE",
+                       help="UTF-8 text files, one text per line (default: the built-in "
+                            "Wikipedia lead sections)")
+    vocab.add_argument("--size", type=int, default=30522, help="target size (default 30522)")
+    vocab.add_argument("--cased", action="store_true", help="keep case and accents")
+    vocab.add_argument("--output", required=True, help="where to write vocab.txt")
+    vocab.set_defaults(run=_vocab)
     return parser
 
 

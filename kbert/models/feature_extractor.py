@@ -24,8 +24,8 @@ class BertFeatureExtractor(keras.Model):
     Inputs: the backbone's dict. Output: float [batch, seq, features] (padding positions hold
     values too; mask them with `padding_mask`).
 
-    The backbone is frozen (`trainable=False`) and always runs in inference mode (no dropout),
-    also inside a model being fit. A backbone built without `output_hidden_states` is copied into
+    The extractor is frozen for good (`trainable` is always False, whatever an enclosing model
+    sets) and BERT always runs in inference mode (no dropout), also inside a model being fit. A backbone built without `output_hidden_states` is copied into
     one built with it (same weights).
     """
 
@@ -43,7 +43,6 @@ class BertFeatureExtractor(keras.Model):
             backbone = BertBackbone.from_config(
                 {**source.get_config(), "output_hidden_states": True})
             backbone.set_weights(source.get_weights())
-        backbone.trainable = False
 
         # === Layers ===
         merge = {"concat": keras.layers.Concatenate(axis=-1, name="combine_layers"),
@@ -58,9 +57,28 @@ class BertFeatureExtractor(keras.Model):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         # === Config ===
+        self._freeze()
         self.backbone = backbone
         self.feature_layers = layers
         self.combine = combine
+
+    @property
+    def trainable(self):
+        return False
+
+    @trainable.setter
+    def trainable(self, value):
+        # Always frozen, whatever is asked (an enclosing model may set `trainable = True` on all
+        # its layers); fine-tune the backbone itself to train BERT.
+        self._freeze()
+
+    def _freeze(self):
+        # Every sublayer explicitly: a Functional model built with trainable=False does not pass
+        # it on, and on the TF backend `layer.trainable = False` is skipped when the layer
+        # already reports False (attribute assignment short-circuits on an identical value).
+        for layer in self._flatten_layers(include_self=False, recursive=True):
+            keras.layers.Layer.trainable.fset(layer, False)
+        keras.layers.Layer.trainable.fset(self, False)
 
     @property
     def feature_size(self):

@@ -3,3 +3,6 @@
 from kbert.training.optimizer import LinearWarmupLinearDecay, make_optimizer, no_decay_variables
 
 __all__ = ["LinearWarmupLinearDecay", "make_optimizer", "no_decay_variables"]
+from kbert.training.finetune import finetune, lr_sweep  # noqa: E402
+
+__all__ += ["finetune", "lr_sweep"]

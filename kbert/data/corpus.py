@@ -1,0 +1,22 @@
+"""Plain-text corpora: the user's text files, or the built-in Wikipedia lead sections."""
+
+import json
+import pathlib
+
+from kbert.data.sources import fetch
+
+
+def wikipedia_articles():
+    """The 10,033 English Wikipedia lead sections of DESIGN.md's corpus, as strings."""
+    path = fetch("wikipedia") / "summaries_en-us.json"
+    entries = json.loads(path.read_text(encoding="utf-8"))
+    return [entry["extract"] for entry in entries.values() if entry.get("extract", "").strip()]
+
+
+def text_lines(paths):
+    """Non-empty lines of UTF-8 text files, in order."""
+    for path in paths:
+        with open(pathlib.Path(path), encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    yield line.rstrip("\n")
