@@ -1,8 +1,0 @@
-"""Training utilities: BERT's optimizer recipe and the fine-tuning driver."""
-
-from kbert.training.optimizer import LinearWarmupLinearDecay, make_optimizer, no_decay_variables
-
-__all__ = ["LinearWarmupLinearDecay", "make_optimizer", "no_decay_variables"]
-from kbert.training.finetune import finetune, lr_sweep  # noqa: E402
-
-__all__ += ["finetune", "lr_sweep"]
