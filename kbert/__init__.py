@@ -10,8 +10,15 @@ __version__ = "0.1.0"
 
 _PUBLIC = {
     "BertConfig": "kbert.config",
-    "BertBackbone": "kbert.models.backbone",
-    "BertPretrainer": "kbert.models.pretrainer",
+    "BertBackbone": "kbert.models",
+    "BertPretrainer": "kbert.models",
+    "BertClassifier": "kbert.models",
+    "BertMultipleChoice": "kbert.models",
+    "BertFeatureExtractor": "kbert.models",
+    "finetune": "kbert.training",
+    "make_optimizer": "kbert.training",
+    "export_saved_model": "kbert.export",
+    "export": "kbert.export",
     "BertTokenizer": "kbert.text.tokenizer",
     "BertPreprocessor": "kbert.text.preprocessor",
     "train_vocabulary": "kbert.text.vocab",
@@ -23,7 +30,7 @@ def __getattr__(name):
     if name not in _PUBLIC:
         raise AttributeError(f"module 'kbert' has no attribute {name!r}")
     module = importlib.import_module(_PUBLIC[name])
-    return module if module.__name__ == f"kbert.{name}" else getattr(module, name)
+    return module if _PUBLIC[name] == f"kbert.{name}" else getattr(module, name)
 
 
 def __dir__():

@@ -53,6 +53,51 @@ def _vocab(args) -> int:
     return 0
 
 
+def _finetune(args) -> int:
+    """Fine-tunes on one task with the paper's recipe; metrics land in OUTPUT/metrics.json."""
+    from kbert.training.finetune import finetune
+
+    metrics = finetune(
+        task=args.task, init=args.init or args.preset or "minilm_l6_h384_uncased",
+        output_dir=args.output, epochs=args.epochs, steps=args.steps,
+        batch_size=args.batch_size, sequence_length=args.sequence_length,
+        learning_rate=args.learning_rate, max_train_examples=args.max_train_examples,
+        max_eval_examples=args.max_eval_examples, mode=args.mode, data_dir=args.data_dir,
+        seed=args.seed)
+    _print_metrics(metrics, args.output)
+    return 0
+
+
+def _print_metrics(metrics, output):
+    split = metrics.get("eval_split", "dev")
+    names = [k for k in ("accuracy", "f1", "matthews_corrcoef", "pearson", "spearman")
+             if k in metrics]
+    print(f"{split}: " + ", ".join(f"{k} {metrics[k]:.4f}" for k in names))
+    print(f"Wrote {output}/metrics.json, {output}/model.keras, TensorBoard logs in {output}/logs")
+
+
+def _export(args) -> int:
+    """Exports a fine-tuned model as a versioned SavedModel that takes raw text."""
+    from kbert.export.saved_model import export_from_cli
+
+    path = export_from_cli(
+        args.model, args.output_dir, vocabulary=args.vocab,
+        lowercase=False if args.cased else None, sequence_length=args.sequence_length,
+        version=args.version, label_names=args.labels, sentence_pair=args.pair,
+        task=args.task, warmup_texts=[] if args.no_warmup else None, overwrite=args.overwrite)
+    print(f"Exported {args.model} to {path}")
+    return 0
+
+
+def _quickstart(args) -> int:
+    """Pretrained MiniLM → fine-tuned on movie reviews → exported → answering raw text."""
+    from kbert.quickstart import quickstart
+
+    quickstart(output_dir=args.output, export_dir=args.export_dir, steps=args.steps,
+               max_eval_examples=args.max_eval_examples)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kbert", description="BERT for Keras 3 and TensorFlow.",
@@ -95,6 +140,79 @@ def build_parser() -> argparse.ArgumentParser:
     vocab.add_argument("--cased", action="store_true", help="keep case and accents")
     vocab.add_argument("--output", required=True, help="where to write vocab.txt")
     vocab.set_defaults(run=_vocab)
+
+    finetune = commands.add_parser(
+        "finetune", help="fine-tune on a sentence or sentence-pair task",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Fine-tune BERT end to end (AdamW, 10%% warmup, linear decay) and score "
+                    "the held-out split. Writes OUTPUT/metrics.json, OUTPUT/model.keras, "
+                    "OUTPUT/vocab.txt and TensorBoard logs in OUTPUT/logs.",
+        epilog="examples:\n"
+               "  kbert finetune --task sentiment --steps 300 --output runs/sentiment\n"
+               "  kbert finetune --task sentiment --preset mini --epochs 3 --output runs/random\n"
+               "  kbert finetune --task qnli --max-train-examples 20000 --output runs/qnli\n"
+               "  kbert finetune --task glue:SST-2 --data-dir glue/SST-2 --output runs/sst2")
+    finetune.add_argument("--task", default="sentiment",
+                          help="sentiment, sentiment_score, qnli, mmlu, or glue:<NAME> with "
+                               "--data-dir (default: sentiment)")
+    start = finetune.add_mutually_exclusive_group()
+    start.add_argument("--init", help="pretrained weights: a checkpoint dir or weights preset "
+                                      "(default: minilm_l6_h384_uncased)")
+    start.add_argument("--preset", help="train from random weights of this size preset "
+                                        "(tiny, mini, small, medium, base, large)")
+    finetune.add_argument("--epochs", type=int, default=3)
+    finetune.add_argument("--steps", type=int, help="train this many steps instead of --epochs")
+    finetune.add_argument("--batch-size", type=int, default=32)
+    finetune.add_argument("--sequence-length", type=int, default=128)
+    finetune.add_argument("--learning-rate", type=float,
+                          help="peak learning rate (default 5e-5; 1e-3 for --mode feature)")
+    finetune.add_argument("--max-train-examples", type=int, help="train on a random subset")
+    finetune.add_argument("--max-eval-examples", type=int, help="score a fixed subset")
+    finetune.add_argument("--mode", choices=("finetune", "feature"), default="finetune",
+                          help="feature: frozen BERT, last four layers into a BiLSTM")
+    finetune.add_argument("--data-dir", help="directory of a GLUE task's TSV files")
+    finetune.add_argument("--seed", type=int, default=0)
+    finetune.add_argument("--output", default="runs/finetune")
+    finetune.set_defaults(run=_finetune)
+
+    export = commands.add_parser(
+        "export", help="export a fine-tuned model for TensorFlow Serving",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Write OUTPUT_DIR/<version>/, a SavedModel whose serving_default signature "
+                    "takes raw strings (tokenization in the graph), plus serve_token_ids.",
+        epilog="examples:\n"
+               "  kbert export runs/sentiment saved_models/sentiment --labels negative,positive\n"
+               "  kbert export runs/qnli saved_models/qnli --pair --version 3")
+    export.add_argument("model", help="a kbert finetune output dir, or a .keras file")
+    export.add_argument("output_dir", help="the model's base dir, e.g. saved_models/NAME")
+    export.add_argument("--vocab", help="vocab.txt, checkpoint dir or weights preset "
+                                        "(default: the vocab.txt beside the model)")
+    export.add_argument("--cased", action="store_true", help="the vocabulary is cased")
+    export.add_argument("--sequence-length", type=int)
+    export.add_argument("--version", type=int, help="default: one more than the latest")
+    export.add_argument("--labels", help="comma-separated label names, in label-id order")
+    export.add_argument("--pair", action="store_true", help="inputs are text + text_pair")
+    export.add_argument("--task", help="classifier, multiple_choice, backbone or features, "
+                                       "for a plain Keras model")
+    export.add_argument("--no-warmup", action="store_true",
+                        help="write no TF Serving warm-up requests")
+    export.add_argument("--overwrite", action="store_true")
+    export.set_defaults(run=_export)
+
+    quick = commands.add_parser(
+        "quickstart", help="the whole path in one go: fine-tune, evaluate, export, serve",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Fine-tune the pretrained MiniLM on the movie-review sentiment data for a "
+                    "few minutes, print dev/test accuracy, export saved_models/sentiment/<ver>/ "
+                    "and answer a few sentences through the export.",
+        epilog="examples:\n"
+               "  kbert quickstart\n"
+               "  kbert quickstart --steps 50 --max-eval-examples 200   # a two-minute taste")
+    quick.add_argument("--steps", type=int, default=400, help="training steps (default 400)")
+    quick.add_argument("--max-eval-examples", type=int, help="score a fixed subset only")
+    quick.add_argument("--output", default="runs/quickstart")
+    quick.add_argument("--export-dir", default="saved_models/sentiment")
+    quick.set_defaults(run=_quickstart)
     return parser
 
 

@@ -1,0 +1,18 @@
+"""Export for TensorFlow Serving: versioned SavedModels with raw-text signatures.
+
+>>> path = export_saved_model(classifier, "saved_models/sentiment", preprocessor=pre,
+...                           label_names=["negative", "positive"])   # → .../sentiment/1
+
+See `kbert.export.saved_model` (layout, atomic versioned writes, warm-up requests),
+`kbert.export.signatures` (inputs and outputs per model type) and `kbert.export.serving_ops`
+(the ops stock TensorFlow Serving has, and the check every export passes).
+"""
+
+from kbert.export.saved_model import (export_from_cli, export_saved_model, existing_versions,
+                                      next_version)
+from kbert.export.serving_ops import TF_TEXT_SERVING_OPS, check_servable, unservable_ops
+from kbert.export.signatures import PREDICT_METHOD, TASKS, ServingModule
+
+__all__ = ["export_saved_model", "export_from_cli", "existing_versions", "next_version",
+           "ServingModule", "TASKS", "PREDICT_METHOD", "TF_TEXT_SERVING_OPS", "check_servable",
+           "unservable_ops"]

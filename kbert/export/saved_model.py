@@ -1,0 +1,242 @@
+"""`export_saved_model`: a kbert model as a versioned SavedModel for TensorFlow Serving.
+
+Layout (what `tensorflow_model_server --model_base_path=saved_models/NAME` reads):
+
+    saved_models/NAME/<version>/
+        saved_model.pb, fingerprint.pb, variables/
+        assets/vocab.txt                                 the tokenizer's vocabulary
+        assets.extra/tf_serving_warmup_requests          PredictionLog TFRecord (warm-up)
+        assets.extra/kbert_export.json                   what was exported, for tools
+
+Each version appears whole or not at all: it is written to a hidden staging directory beside
+it (`.<version>.*.tmp`, which the model server's version scan ignores: only all-digit names are
+versions) and renamed into place once complete and checked (every op must be one that stock
+TensorFlow Serving has; see `kbert.export.serving_ops`).
+"""
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import tempfile
+import warnings
+
+import tensorflow as tf
+
+from kbert.atomic import atomic_directory
+from kbert.export import serving_ops
+from kbert.export.signatures import ServingModule
+
+WARMUP_FILE = "tf_serving_warmup_requests"
+METADATA_FILE = "kbert_export.json"
+DEFAULT_WARMUP_TEXTS = (
+    "The movie was a delight from start to finish.",
+    "I would not recommend this to anyone.",
+    "A quiet, patient film that rewards attention.",
+    "What time does the museum open on Sundays?",
+)
+
+
+def existing_versions(base_dir):
+    """The version numbers already under `base_dir` (all-digit directory names), sorted."""
+    base = pathlib.Path(base_dir)
+    if not base.is_dir():
+        return []
+    return sorted(int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def next_version(base_dir):
+    """One more than the highest existing version under `base_dir`; 1 for a new model."""
+    versions = existing_versions(base_dir)
+    return versions[-1] + 1 if versions else 1
+
+
+def export_saved_model(model, export_dir, preprocessor=None, version=None, label_names=None,
+                       warmup_texts=None, sentence_pair=False, task=None, overwrite=False,
+                       check_ops=True):
+    """Writes `model` to `export_dir/<version>/` for TensorFlow Serving; returns that path.
+
+    Args:
+      model: a kbert model (`BertClassifier`, `BertMultipleChoice`, `BertBackbone`,
+        `BertFeatureExtractor`), or another Keras model of one of those shapes with `task=`.
+      export_dir: the model's base directory, e.g. "saved_models/sentiment".
+      preprocessor: the `BertPreprocessor` the model was trained with. With it,
+        `serving_default` takes raw strings; without it, token ids (`serve_token_ids`).
+      version: a positive integer; default: the next after the existing versions. An existing
+        version is never replaced unless `overwrite=True`.
+      label_names: the class names of a classifier, in id order (`label` output).
+      warmup_texts: strings for the TF Serving warm-up requests (default: a few built-in
+        sentences; an empty list writes none). Needs the `tensorflow-serving-api` package.
+      sentence_pair: a classifier / backbone on sentence pairs: `serving_default` takes
+        `text` and `text_pair`.
+      task: a `kbert.export.signatures.TASKS` name, to override the type-based choice.
+      check_ops: refuse an export that uses ops stock TensorFlow Serving lacks.
+
+    Signatures and outputs: see `kbert.export.signatures`.
+    """
+    base = pathlib.Path(os.path.abspath(os.fspath(export_dir)))
+    if version is None:
+        version = next_version(base)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"version must be a positive integer, got {version!r}.")
+    target = base / str(version)
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{target} already exists; TF Serving may be serving it. Pass "
+                              "overwrite=True to replace it, or choose another version.")
+
+    module = ServingModule(model, preprocessor, task=task, label_names=label_names,
+                           sentence_pair=sentence_pair)
+    base.mkdir(parents=True, exist_ok=True)
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix=".kbert-export-", dir=base))
+    try:
+        if preprocessor is not None:
+            vocab = scratch / "vocab.txt"
+            vocab.write_text("\n".join(preprocessor.tokenizer.get_vocabulary()) + "\n",
+                             encoding="utf-8")
+            module.vocabulary_file = tf.saved_model.Asset(str(vocab))
+        signatures = module.signatures()
+        with atomic_directory(target, overwrite=True) as staging:
+            tf.saved_model.save(module, str(staging), signatures=signatures)
+            extra = staging / "assets.extra"
+            extra.mkdir()
+            texts = _warmup_texts(warmup_texts, module)
+            if texts:
+                write_warmup_requests(extra / WARMUP_FILE, module, texts, model_name=base.name)
+            (extra / METADATA_FILE).write_text(
+                json.dumps(_metadata(module, model, preprocessor, version, bool(texts)),
+                           indent=2), encoding="utf-8")
+            if check_ops:
+                serving_ops.check_servable(staging)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
+
+
+def _warmup_texts(warmup_texts, module):
+    if module.serve_text is None:
+        if warmup_texts:
+            raise ValueError("warmup_texts need a text signature: pass a preprocessor.")
+        return []
+    texts = list(DEFAULT_WARMUP_TEXTS if warmup_texts is None else warmup_texts)
+    if texts and warmup_texts is None:
+        try:
+            import tensorflow_serving.apis  # noqa: F401
+        except ImportError:
+            warnings.warn("No TF Serving warm-up requests written: the tensorflow-serving-api "
+                          "package is not installed.")
+            return []
+    return texts
+
+
+def warmup_inputs(module, texts):
+    """The `serving_default` inputs (name → numpy array) of one warm-up request."""
+    import numpy as np
+
+    texts = np.array([str(t).encode("utf-8") for t in texts], dtype=object)
+    if module.num_choices:
+        # The texts are used as the question and, rotated, as its choices.
+        choices = np.stack([np.roll(texts, -(i + 1)) for i in range(module.num_choices)], 1)
+        return {"text": texts, "choices": choices}
+    if module.sentence_pair:
+        return {"text": texts, "text_pair": np.roll(texts, -1)}
+    return {"text": texts}
+
+
+def write_warmup_requests(path, module, texts, model_name):
+    """A TFRecord of `PredictionLog`s for TF Serving's warm-up: one request with one text and
+    one with all of them, so both the batch-1 and the batched paths are traced and loaded."""
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    batches = [texts[:1]] + ([texts] if len(texts) > 1 else [])
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for batch in batches:
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name=model_name,
+                                               signature_name="serving_default"))
+            for key, value in warmup_inputs(module, batch).items():
+                request.inputs[key].CopyFrom(tf.make_tensor_proto(value, dtype=tf.string))
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+
+
+def _metadata(module, model, preprocessor, version, warmup):
+    from kbert import __version__
+
+    meta = {
+        "kbert_version": __version__,
+        "version": version,
+        "model_class": type(model).__name__,
+        "task": module.task.name,
+        "signatures": {
+            "serving_default": {"inputs": list(module.text_inputs) or ["token_ids",
+                                                                       "segment_ids",
+                                                                       "padding_mask"]},
+            "serve_token_ids": {"inputs": ["token_ids", "segment_ids", "padding_mask"]},
+        },
+        "label_names": module.label_names,
+        "num_choices": module.num_choices,
+        "sentence_pair": module.sentence_pair,
+        "warmup_requests": warmup,
+    }
+    if preprocessor is not None:
+        meta.update({"sequence_length": preprocessor.sequence_length,
+                     "truncate": preprocessor.truncate,
+                     "lowercase": preprocessor.tokenizer.lowercase,
+                     "vocabulary_size": preprocessor.tokenizer.vocabulary_size()})
+    return meta
+
+
+def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
+                    sequence_length=None, version=None, label_names=None, sentence_pair=False,
+                    task=None, warmup_texts=None, overwrite=False):
+    """`kbert export MODEL OUTPUT_DIR`: a saved Keras model → `OUTPUT_DIR/<version>/`.
+
+    Args:
+      model_path: a `.keras` file, or a `kbert finetune` output directory (its `model.keras`,
+        `vocab.txt` and `metrics.json` are used).
+      output_dir: the model's base directory, e.g. saved_models/sentiment.
+      vocabulary: vocab.txt, a checkpoint directory or a weights preset for the tokenizer;
+        default: the vocab.txt beside the model. None found → token-id signatures only.
+      lowercase: tokenizer casing; default from the checkpoint (see `casing_from_checkpoint`).
+      sequence_length: default: the fine-tuning run's, else 128.
+      label_names: a list, or a comma-separated string.
+      sentence_pair, task, version, warmup_texts, overwrite: as `export_saved_model`.
+    Returns the version directory written.
+    """
+    import keras
+
+    from kbert.text import BertPreprocessor, BertTokenizer
+    from kbert.text.tokenizer import casing_from_checkpoint
+
+    model_path = pathlib.Path(model_path)
+    run_dir = model_path if model_path.is_dir() else model_path.parent
+    model_file = model_path / "model.keras" if model_path.is_dir() else model_path
+    if not model_file.is_file():
+        raise FileNotFoundError(f"No saved Keras model at {model_file}.")
+    metrics = {}
+    if (run_dir / "metrics.json").is_file():
+        metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    if sequence_length is None:
+        sequence_length = metrics.get("settings", {}).get("sequence_length", 128)
+    if isinstance(label_names, str):
+        label_names = [n.strip() for n in label_names.split(",") if n.strip()]
+    if vocabulary is None and (run_dir / "vocab.txt").is_file():
+        vocabulary = run_dir
+    model = keras.saving.load_model(model_file)
+    preprocessor = None
+    if vocabulary is not None:
+        vocab_path = pathlib.Path(os.fspath(vocabulary))
+        if vocab_path.is_file():
+            if lowercase is None:
+                lowercase = casing_from_checkpoint(vocab_path.parent)
+            tokenizer = BertTokenizer(vocabulary=vocab_path, lowercase=lowercase)
+        else:
+            tokenizer = BertTokenizer.from_pretrained(vocabulary, lowercase=lowercase)
+        preprocessor = BertPreprocessor(tokenizer, sequence_length=int(sequence_length))
+    if task is None and re.fullmatch(r"feature_classifier.*", model.name or ""):
+        task = "classifier"  # `kbert finetune --mode feature`: a functional logits model
+    return export_saved_model(model, output_dir, preprocessor=preprocessor, version=version,
+                              label_names=label_names, warmup_texts=warmup_texts,
+                              sentence_pair=sentence_pair, task=task, overwrite=overwrite)

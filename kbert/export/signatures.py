@@ -1,0 +1,251 @@
+"""Serving signatures: one table from model type to what its signatures take and return.
+
+Every export has two signatures, both with method name "tensorflow/serving/predict":
+
+* `serving_default`: raw text in, answers out. Inputs are DT_STRING [batch]: `text`, plus
+  `text_pair` for sentence-pair models, or `text` (the question / context) and `choices`
+  [batch, num_choices] for multiple choice. Tokenization and packing run in the graph
+  (`BertPreprocessor`), then padding beyond the batch's longest sequence is cut off before the
+  model runs, so short requests do not pay for the full `sequence_length`.
+* `serve_token_ids`: the model's own inputs, int32 `token_ids`, `segment_ids`, `padding_mask`
+  ([batch, seq], or [batch, num_choices, seq] for multiple choice), for clients that tokenize
+  themselves. Same outputs.
+
+Outputs, by task:
+* classifier: `label_id` int32 [batch], `label` string [batch] (from `label_names`, default
+  "0", "1", ...), `probabilities` float32 [batch, num_classes], `logits`;
+  regression (num_classes=1): `score` float32 [batch].
+* multiple choice: `label_id` (the index of the best choice), `probabilities` and `logits`
+  [batch, num_choices].
+* backbone (sentence embeddings): `pooled_output` [batch, hidden], `mean_pooled_output`
+  [batch, hidden] (mean of the token vectors under the mask: the sentence-transformers
+  embedding of the MiniLM checkpoint), `sequence_output` [batch, seq, hidden] and its
+  `padding_mask` [batch, seq].
+* feature extractor: `features` [batch, seq, features] and `padding_mask`.
+"""
+
+import dataclasses
+import importlib
+
+import tensorflow as tf
+
+TOKEN_KEYS = ("token_ids", "segment_ids", "padding_mask")
+PREDICT_METHOD = "tensorflow/serving/predict"
+
+
+# --- outputs of each task -----------------------------------------------------------------
+
+def _classifier_outputs(outputs, features, label_names):
+    logits = tf.cast(outputs, tf.float32)
+    if logits.shape[-1] == 1:
+        return {"score": logits[:, 0]}
+    label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return {"label_id": label_id, "label": tf.gather(label_names, label_id),
+            "probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits}
+
+
+def _choice_outputs(outputs, features, label_names):
+    logits = tf.cast(outputs, tf.float32)
+    return {"label_id": tf.argmax(logits, axis=-1, output_type=tf.int32),
+            "probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits}
+
+
+def _embedding_outputs(outputs, features, label_names):
+    sequence = tf.cast(outputs["sequence_output"], tf.float32)
+    mask = features["padding_mask"]
+    weights = tf.cast(mask, tf.float32)[:, :, tf.newaxis]
+    count = tf.maximum(tf.reduce_sum(weights, axis=1), 1.0)
+    return {"pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
+            "mean_pooled_output": tf.reduce_sum(sequence * weights, axis=1) / count,
+            "sequence_output": sequence, "padding_mask": mask}
+
+
+def _feature_outputs(outputs, features, label_names):
+    return {"features": tf.cast(outputs, tf.float32), "padding_mask": features["padding_mask"]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """How one kind of model is served. `inputs`: "text" (a sentence, or a pair with
+    `sentence_pair=True`) or "choices" (`text` + `choices` [batch, num_choices]).
+    `classes`: the model has label classes (so `label_names` apply)."""
+
+    name: str
+    inputs: str
+    outputs: object
+    classes: bool = False
+
+
+TASKS = {
+    "classifier": Task("classifier", "text", _classifier_outputs, classes=True),
+    "multiple_choice": Task("multiple_choice", "choices", _choice_outputs),
+    "backbone": Task("backbone", "text", _embedding_outputs),
+    "feature_extractor": Task("feature_extractor", "text", _feature_outputs),
+}
+
+# Model class → task. Most specific classes first; classes missing from this kbert are skipped.
+MODEL_TASKS = (
+    ("kbert.models.classifier", "BertClassifier", "classifier"),
+    ("kbert.models.multiple_choice", "BertMultipleChoice", "multiple_choice"),
+    ("kbert.models.feature_extractor", "BertFeatureExtractor", "feature_extractor"),
+    ("kbert.models.backbone", "BertBackbone", "backbone"),
+)
+
+
+def task_for(model, task=None):
+    """The `Task` for `model`: `task` (a name in `TASKS`) if given, else by the model's type."""
+    if task is not None:
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}.")
+        return TASKS[task]
+    for module, cls_name, name in MODEL_TASKS:
+        try:
+            cls = getattr(importlib.import_module(module), cls_name)
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(model, cls):
+            return TASKS[name]
+    raise TypeError(f"No serving signature for a {type(model).__name__}; pass task= one of "
+                    f"{sorted(TASKS)} for a model with the same inputs and outputs (e.g. "
+                    "task='classifier' for a model that returns logits [batch, classes]).")
+
+
+def _num_choices(model):
+    shape = model.input["token_ids"].shape
+    if len(shape) != 3 or shape[1] is None:
+        raise ValueError(f"A multiple-choice model needs inputs [batch, num_choices, seq] with "
+                         f"a fixed num_choices; got {shape}.")
+    return int(shape[1])
+
+
+def _num_classes(model):
+    shape = model.output.shape
+    if len(shape) != 2 or shape[-1] is None:
+        raise ValueError(f"A classifier must return logits [batch, num_classes], got {shape}.")
+    return int(shape[-1])
+
+
+def _trim(features):
+    """Cuts padding beyond the longest sequence of the batch (at least one position)."""
+    longest = tf.reduce_max(tf.reduce_sum(features["padding_mask"], axis=-1))
+    length = tf.maximum(longest, 1)
+    return {k: v[..., :length] for k, v in features.items()}
+
+
+class ServingModule(tf.Module):
+    """A `tf.Module` holding a Keras model (and preprocessor) with its serving tf.functions.
+
+    `signatures()` gives the dict for `tf.saved_model.save`. Without a preprocessor there is
+    no text signature and `serving_default` is `serve_token_ids`. `trim_padding=False` runs
+    the text signature at the full `sequence_length` (for comparisons).
+    """
+
+    def __init__(self, model, preprocessor=None, task=None, label_names=None,
+                 sentence_pair=False, trim_padding=True, name=None):
+        super().__init__(name=name)
+        self.trim_padding = bool(trim_padding)
+        self.task = task_for(model, task)
+        # The Keras model is not tracked as an object: only the tf.Variables the signatures
+        # capture are (see `signatures`), the way Keras' own export does it. Tracking the model
+        # object saves each variable twice (its Keras wrapper and the tf.Variable inside), and
+        # a session-based loader (TF Serving, `saved_model_cli run`) then restores one copy
+        # while the graph reads the other: "Could not find variable ...".
+        self.__dict__["model"] = model
+        # The preprocessor holds no variables, only lookup tables, which must be tracked.
+        self.preprocessor = preprocessor
+        self.sentence_pair = bool(sentence_pair)
+        if self.task.inputs == "choices" and self.sentence_pair:
+            raise ValueError("sentence_pair does not apply to multiple choice: its inputs are "
+                             "`text` and `choices`.")
+        self.num_choices = _num_choices(model) if self.task.inputs == "choices" else None
+        self.label_names = None
+        if self.task.classes:
+            num_classes = _num_classes(model)
+            if label_names is None:
+                label_names = [str(i) for i in range(num_classes)]
+            label_names = [str(n) for n in label_names]
+            if num_classes > 1 and len(label_names) != num_classes:
+                raise ValueError(f"label_names has {len(label_names)} names for a model with "
+                                 f"{num_classes} classes.")
+            self.label_names = label_names
+        elif label_names is not None:
+            raise ValueError(f"label_names apply to classifiers, not to a {self.task.name}.")
+        self._label_table = tf.constant(self.label_names or [""], tf.string)
+
+        seq = [None, self.num_choices, None] if self.num_choices else [None, None]
+        self.serve_token_ids = tf.function(self._serve_token_ids, input_signature=[
+            tf.TensorSpec(seq, tf.int32, name=k) for k in TOKEN_KEYS])
+        self.serve_text = None
+        if preprocessor is not None:
+            if self.num_choices:
+                specs = [tf.TensorSpec([None], tf.string, name="text"),
+                         tf.TensorSpec([None, self.num_choices], tf.string, name="choices")]
+                fn = self._serve_choices
+            elif self.sentence_pair:
+                specs = [tf.TensorSpec([None], tf.string, name="text"),
+                         tf.TensorSpec([None], tf.string, name="text_pair")]
+                fn = self._serve_pair
+            else:
+                specs = [tf.TensorSpec([None], tf.string, name="text")]
+                fn = self._serve_single
+            self.serve_text = tf.function(fn, input_signature=specs)
+
+    @property
+    def text_inputs(self):
+        """The names of `serving_default`'s string inputs (empty without a preprocessor)."""
+        if self.serve_text is None:
+            return ()
+        if self.num_choices:
+            return ("text", "choices")
+        return ("text", "text_pair") if self.sentence_pair else ("text",)
+
+    def signatures(self):
+        """{"serving_default": ..., "serve_token_ids": ...} concrete functions; tracks the
+        variables they use."""
+        default = self.serve_text if self.serve_text is not None else self.serve_token_ids
+        signatures = {"serving_default": default.get_concrete_function(),
+                      "serve_token_ids": self.serve_token_ids.get_concrete_function()}
+        variables = {}
+        for fn in signatures.values():
+            for v in fn.variables:
+                variables.setdefault(id(v), v)
+        self.model_variables = list(variables.values())
+        return signatures
+
+    # --- graphs -----------------------------------------------------------------------------
+
+    def _run(self, features):
+        outputs = self.model(features, training=False)
+        return self.task.outputs(outputs, features, self._label_table)
+
+    def _serve_token_ids(self, token_ids, segment_ids, padding_mask):
+        return self._run({"token_ids": token_ids, "segment_ids": segment_ids,
+                          "padding_mask": padding_mask})
+
+    def _pack(self, inputs):
+        packed = self.preprocessor(inputs)
+        packed = {k: packed[k] for k in TOKEN_KEYS}
+        return _trim(packed) if self.trim_padding else packed
+
+    def _serve_single(self, text):
+        return self._run(self._pack(text))
+
+    def _serve_pair(self, text, text_pair):
+        check = tf.debugging.assert_equal(
+            tf.shape(text)[0], tf.shape(text_pair)[0],
+            message="`text` and `text_pair` must hold the same number of strings")
+        with tf.control_dependencies([check]):
+            text = tf.identity(text)
+        return self._run(self._pack((text, text_pair)))
+
+    def _serve_choices(self, text, choices):
+        check = tf.debugging.assert_equal(
+            tf.shape(text)[0], tf.shape(choices)[0],
+            message="`choices` needs one row of choices per `text`")
+        with tf.control_dependencies([check]):
+            text = tf.identity(text)
+        questions = tf.repeat(text, self.num_choices)
+        packed = self._pack((questions, tf.reshape(choices, [-1])))
+        seq = tf.shape(packed["token_ids"])[-1]
+        return self._run({k: tf.reshape(v, [-1, self.num_choices, seq])
+                          for k, v in packed.items()})

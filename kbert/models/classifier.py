@@ -1,0 +1,81 @@
+"""`BertClassifier`: sentence and sentence-pair classification (or regression) on `[CLS]`."""
+
+import keras
+
+from kbert.models.backbone import BertBackbone
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertClassifier(keras.Model):
+    """The paper's GLUE model: pooled `[CLS]` output → dropout → dense.
+
+    Inputs: the backbone's dict (`token_ids`, `segment_ids`, `padding_mask`, int32 [batch, seq]).
+    A sentence pair is one input packed as `[CLS] A [SEP] B [SEP]` by `BertPreprocessor`, so the
+    model is the same for single sentences and pairs.
+
+    Output: logits [batch, num_classes]. `num_classes=1` makes a regression model (STS-B): the
+    output [batch, 1] is the predicted score.
+
+    `compile()` defaults: sparse categorical cross-entropy on the logits and `accuracy` for
+    classification; mean squared error with `mse` and `pearson` (a batch-level Pearson estimate;
+    use `kbert.evaluation.pearson` on the full predictions for the reported number) for
+    regression.
+
+    >>> model = BertClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=3)
+    """
+
+    def __init__(self, backbone: BertBackbone, num_classes=2, dropout=0.1, **kwargs):
+        if not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"num_classes must be a positive integer (1 = regression), "
+                             f"got {num_classes!r}.")
+        # === Layers ===
+        dropout_layer = keras.layers.Dropout(dropout, dtype=backbone.dtype_policy,
+                                             name="classifier_dropout")
+        head = keras.layers.Dense(
+            num_classes, dtype=backbone.dtype_policy, name="classifier",
+            kernel_initializer=keras.initializers.TruncatedNormal(
+                stddev=backbone.config.initializer_range))
+
+        # === Functional graph ===
+        inputs = dict(backbone.input)
+        pooled = backbone(inputs)["pooled_output"]
+        outputs = head(dropout_layer(pooled))
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        # === Config ===
+        self.backbone = backbone
+        self.num_classes = num_classes
+        self.dropout = dropout
+        self.classifier_dropout = dropout_layer
+        self.classifier = head
+
+    @property
+    def is_regression(self):
+        return self.num_classes == 1
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
+        """Compiles with the task's standard loss and metrics unless others are given."""
+        if loss is None:
+            loss = (keras.losses.MeanSquaredError() if self.is_regression else
+                    keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        if metrics is None:
+            metrics = ([keras.metrics.MeanSquaredError("mse"),
+                        keras.metrics.PearsonCorrelation(name="pearson")]
+                       if self.is_regression else
+                       [keras.metrics.SparseCategoricalAccuracy("accuracy")])
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def get_config(self):
+        return {
+            "backbone": keras.layers.serialize(self.backbone),
+            "num_classes": self.num_classes,
+            "dropout": self.dropout,
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.layers.deserialize(config["backbone"])
+        return cls(**config)

@@ -1,0 +1,100 @@
+"""`BertMultipleChoice`: one score per choice, softmax over the choices (SWAG, MMLU)."""
+
+import keras
+
+from kbert.models.backbone import BertBackbone
+
+_KEYS = ("token_ids", "segment_ids", "padding_mask")
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class FoldChoices(keras.layers.Layer):
+    """[batch, choices, seq] → [batch * choices, seq], so each choice is one BERT input."""
+
+    def call(self, x):
+        return keras.ops.reshape(x, (-1, keras.ops.shape(x)[-1]))
+
+    def compute_output_shape(self, input_shape):
+        batch, choices, seq = input_shape
+        return (None if batch is None or choices is None else batch * choices, seq)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class UnfoldChoices(keras.layers.Layer):
+    """[batch * choices, 1] scores → [batch, choices] logits."""
+
+    def __init__(self, num_choices, **kwargs):
+        super().__init__(**kwargs)
+        self.num_choices = int(num_choices)
+
+    def call(self, scores):
+        return keras.ops.reshape(scores, (-1, self.num_choices))
+
+    def compute_output_shape(self, input_shape):
+        batch = input_shape[0]
+        return (None if batch is None else batch // self.num_choices, self.num_choices)
+
+    def get_config(self):
+        return {**super().get_config(), "num_choices": self.num_choices}
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertMultipleChoice(keras.Model):
+    """The paper's SWAG model: each choice is packed with its context as a pair
+    (`[CLS] question [SEP] choice [SEP]`), scored by a dense layer on the pooled output, and
+    the scores of one question's choices are its logits.
+
+    Inputs: the backbone's dict with every tensor int32 [batch, num_choices, seq]
+    (`kbert.data.tasks` builds them). Output: logits [batch, num_choices]; the target is the
+    index of the right choice. `compile()` defaults to cross-entropy from the logits (the
+    softmax over choices) and `accuracy`.
+    """
+
+    def __init__(self, backbone: BertBackbone, num_choices=4, dropout=0.1, **kwargs):
+        if not isinstance(num_choices, int) or num_choices < 2:
+            raise ValueError(f"num_choices must be an integer >= 2, got {num_choices!r}.")
+        # === Layers ===
+        fold = FoldChoices(name="fold_choices")
+        dropout_layer = keras.layers.Dropout(dropout, dtype=backbone.dtype_policy,
+                                             name="choice_dropout")
+        scorer = keras.layers.Dense(
+            1, dtype=backbone.dtype_policy, name="choice_scorer",
+            kernel_initializer=keras.initializers.TruncatedNormal(
+                stddev=backbone.config.initializer_range))
+        unfold = UnfoldChoices(num_choices, name="unfold_choices")
+
+        # === Functional graph ===
+        inputs = {k: keras.Input(shape=(num_choices, None), dtype="int32", name=k)
+                  for k in _KEYS}
+        pooled = backbone({k: fold(inputs[k]) for k in _KEYS})["pooled_output"]
+        outputs = unfold(scorer(dropout_layer(pooled)))
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        # === Config ===
+        self.backbone = backbone
+        self.num_choices = num_choices
+        self.dropout = dropout
+        self.choice_scorer = scorer
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
+        """Compiles with cross-entropy over the choices and `accuracy` unless others are given."""
+        if loss is None:
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        if metrics is None:
+            metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def get_config(self):
+        return {
+            "backbone": keras.layers.serialize(self.backbone),
+            "num_choices": self.num_choices,
+            "dropout": self.dropout,
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.layers.deserialize(config["backbone"])
+        return cls(**config)

@@ -1,0 +1,232 @@
+"""`finetune()`: the paper's fine-tuning recipe on one task, end to end, in one call.
+
+This is what `kbert finetune` and the notebooks call. It reads the task, builds the model on a
+pretrained or randomly initialised backbone, trains with `model.fit` (AdamW, 10% warmup, linear
+decay, a progress bar, TensorBoard logs in OUTPUT/logs/), scores dev and test (when the task
+has one) with `kbert.evaluation`, writes OUTPUT/metrics.json and saves OUTPUT/model.keras with
+the vocabulary next to it (OUTPUT/vocab.txt).
+
+`lr_sweep()` repeats it over the paper's learning rates and keeps the best on dev.
+"""
+
+import json
+import math
+import os
+import pathlib
+import random
+import time
+
+import keras
+import numpy as np
+
+from kbert.config import PRESETS, BertConfig
+from kbert.data.tasks import Task, load_task, make_dataset
+from kbert.evaluation.classification import (
+    accuracy,
+    classification_metrics,
+    regression_metrics,
+)
+from kbert.training.optimizer import make_optimizer
+
+MODES = ("finetune", "feature")
+EVAL_SEED = 1234  # fixed, so that every run scores the same eval subset
+
+
+def build_backbone(init):
+    """(backbone, tokenizer) for `init`:
+
+    * a checkpoint directory or weights preset ("minilm_l6_h384_uncased"): pretrained weights
+      and that checkpoint's vocabulary;
+    * a size preset ("tiny", "mini", "small", "medium", "base", "large"): random weights, with
+      the uncased BERT vocabulary of MiniLM (the standard 30,522 tokens);
+    * "random:<checkpoint or weights preset>": that checkpoint's shape and vocabulary, random
+      weights (the from-scratch baseline of the same model).
+    """
+    from kbert.models.backbone import BertBackbone
+    from kbert.presets import resolve
+    from kbert.text import BertTokenizer
+
+    if init in PRESETS:
+        vocabulary = resolve("minilm_l6_h384_uncased")
+        return BertBackbone(BertConfig.preset(init)), BertTokenizer.from_pretrained(vocabulary)
+    if isinstance(init, str) and init.startswith("random:"):
+        from kbert.convert import read_checkpoint
+
+        path = resolve(init.split(":", 1)[1])
+        config, _ = read_checkpoint(path)
+        return BertBackbone(config), BertTokenizer.from_pretrained(path)
+    path = resolve(init)
+    return BertBackbone.from_pretrained(path), BertTokenizer.from_pretrained(path)
+
+
+def build_model(task: Task, backbone, mode="finetune", dropout=0.1):
+    """The task's model on `backbone`: `BertClassifier` (classification, regression),
+    `BertMultipleChoice`, or with mode="feature" a BiLSTM classifier on frozen features."""
+    from kbert.models.classifier import BertClassifier
+    from kbert.models.feature_extractor import BertFeatureExtractor, feature_classifier
+    from kbert.models.multiple_choice import BertMultipleChoice
+
+    if mode == "feature":
+        if task.kind != "classification":
+            raise ValueError("mode='feature' supports classification tasks only.")
+        layers = tuple(range(-min(4, backbone.config.num_layers), 0))
+        return feature_classifier(BertFeatureExtractor(backbone, layers), task.num_classes,
+                                  dropout=dropout)
+    if task.kind == "multiple_choice":
+        return BertMultipleChoice(backbone, num_choices=task.num_classes, dropout=dropout)
+    return BertClassifier(backbone, num_classes=task.num_classes, dropout=dropout)
+
+
+def _subset(examples, limit, seed):
+    if limit is None or limit >= len(examples):
+        return list(examples)
+    return random.Random(seed).sample(list(examples), limit)
+
+
+def predict(model, examples, preprocessor, kind, batch_size=64):
+    """Model outputs for `examples`, in order (logits, or scores for regression)."""
+    dataset = make_dataset(examples, preprocessor, batch_size, kind)
+    outputs = model.predict(dataset.map(lambda x, y: x), verbose=0)
+    return outputs.reshape(-1) if kind == "regression" else outputs
+
+
+def evaluate(model, examples, preprocessor, task: Task, batch_size=64):
+    """The task's standard metrics on `examples` (see `kbert.evaluation`)."""
+    outputs = predict(model, examples, preprocessor, task.kind, batch_size)
+    labels = np.asarray([y for _, y in examples])
+    if task.kind == "regression":
+        return regression_metrics(labels, outputs)
+    predictions = outputs.argmax(-1)
+    if task.kind == "multiple_choice":
+        return {"accuracy": accuracy(labels, predictions)}
+    return classification_metrics(labels, predictions, task.num_classes)
+
+
+def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/finetune",
+             epochs=3, steps=None, batch_size=32, sequence_length=128, learning_rate=None,
+             max_train_examples=None, max_eval_examples=None, mode="finetune", data_dir=None,
+             warmup_fraction=0.1, weight_decay=0.01, seed=0, verbose=1):
+    """Fine-tunes `init` on `task`, evaluates it, and saves metrics, logs and the model.
+
+    Args:
+      task: "sentiment", "sentiment_score", "qnli", "mmlu", "glue" / "glue:<TASK>" (with
+        `data_dir`), or a `kbert.data.tasks.Task`.
+      init: pretrained checkpoint dir or weights preset; a size preset name ("mini", ...) for a
+        random init; "random:<checkpoint>" for a random init of that checkpoint's shape.
+      output_dir: gets metrics.json, logs/ (TensorBoard), model.keras and vocab.txt.
+      epochs, steps: train `steps` steps if given, else `epochs` passes over the train split.
+      batch_size, sequence_length: per step; sequences are cut to the longest in each batch.
+      learning_rate: peak rate (default 5e-5; 1e-3 with mode="feature", where only a small
+        head trains). 10% linear warmup, then linear decay to 0 (`make_optimizer`).
+      max_train_examples: train on a random subset of this size (chosen with `seed`).
+      max_eval_examples: score at most this many dev / test examples (a fixed subset).
+      mode: "finetune" (all weights) or "feature" (frozen BERT, last four layers'
+        hidden states concatenated, a BiLSTM classifier on top).
+      seed: seeds weight init, dropout, shuffling and the train subset.
+
+    Returns the dict written to metrics.json: `dev` and `test` metric dicts (accuracy, f1,
+    matthews_corrcoef; pearson, spearman for regression), the same final held-out numbers at
+    the top level (test when the task has a test split, else dev; `eval_split` says which),
+    and the run's settings, sizes and timings.
+    """
+    from kbert.text import BertPreprocessor
+
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
+    if steps is None and (epochs is None or epochs <= 0):
+        raise ValueError("Give a positive number of epochs or steps.")
+    if learning_rate is None:
+        learning_rate = 1e-3 if mode == "feature" else 5e-5
+    output_dir = pathlib.Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    keras.utils.set_random_seed(seed)
+
+    task = task if isinstance(task, Task) else load_task(task, data_dir)
+    train = _subset(task.splits["train"], max_train_examples, seed)
+    held_out = {split: _subset(task.splits[split], max_eval_examples, EVAL_SEED)
+                for split in ("dev", "test") if task.splits.get(split)}
+
+    backbone, tokenizer = build_backbone(init)
+    preprocessor = BertPreprocessor(tokenizer, sequence_length=sequence_length)
+    model = build_model(task, backbone, mode)
+
+    steps_per_epoch = math.ceil(len(train) / batch_size)
+    if steps is not None:
+        epochs, steps_per_epoch = 1, int(steps)
+    total_steps = epochs * steps_per_epoch
+    optimizer = make_optimizer(learning_rate, total_steps, warmup_fraction, weight_decay,
+                               model=model)
+    if mode == "feature":
+        model.compile(optimizer=optimizer,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=[keras.metrics.SparseCategoricalAccuracy("accuracy")])
+    else:
+        model.compile(optimizer=optimizer)
+
+    train_data = make_dataset(train, preprocessor, batch_size, task.kind, shuffle=True,
+                              bucket=True, repeat=True, seed=seed)
+    callbacks = [keras.callbacks.TensorBoard(log_dir=str(output_dir / "logs"),
+                                             update_freq=max(1, min(50, total_steps // 20)))]
+    start = time.perf_counter()
+    history = model.fit(train_data, epochs=epochs, steps_per_epoch=steps_per_epoch,
+                        callbacks=callbacks, verbose=verbose, shuffle=False)
+    train_seconds = time.perf_counter() - start
+
+    results = {}
+    start = time.perf_counter()
+    for split, examples in held_out.items():
+        results[split] = evaluate(model, examples, preprocessor, task)
+    eval_seconds = time.perf_counter() - start
+    final_split = "test" if "test" in results else "dev"
+
+    model.save(output_dir / "model.keras")
+    (output_dir / "vocab.txt").write_text("\n".join(tokenizer.get_vocabulary()) + "\n",
+                                          encoding="utf-8")
+    metrics = {
+        **results[final_split],
+        "eval_split": final_split,
+        **results,
+        "task": task.name,
+        "kind": task.kind,
+        "init": str(init),
+        "mode": mode,
+        "settings": {"epochs": epochs, "steps": total_steps, "batch_size": batch_size,
+                     "sequence_length": sequence_length, "learning_rate": learning_rate,
+                     "warmup_fraction": warmup_fraction, "weight_decay": weight_decay,
+                     "seed": seed},
+        "sizes": {"train": len(train), **{k: len(v) for k, v in held_out.items()},
+                  "parameters": int(backbone.count_params()),
+                  "trainable_parameters": int(sum(np.prod(v.shape)
+                                                  for v in model.trainable_weights))},
+        "final_train_loss": float(history.history["loss"][-1]),
+        "train_seconds": round(train_seconds, 1),
+        "eval_seconds": round(eval_seconds, 1),
+    }
+    with open(output_dir / "metrics.json", "w", encoding="utf-8") as f:
+        json.dump(metrics, f, indent=2)
+    return metrics
+
+
+def lr_sweep(task="sentiment", learning_rates=(5e-5, 4e-5, 3e-5, 2e-5),
+             output_dir="runs/sweep", **kwargs):
+    """`finetune` once per learning rate (into OUTPUT/lr_<rate>/) and keep the best on dev.
+
+    The choice uses dev only (accuracy; pearson for regression); the chosen run's metrics,
+    test included, are written to OUTPUT/metrics.json with `best_learning_rate` and every
+    run's dev score (also returned).
+    """
+    output_dir = pathlib.Path(output_dir)
+    runs, best = {}, None
+    for rate in learning_rates:
+        run_dir = output_dir / f"lr_{rate:g}"
+        metrics = finetune(task=task, output_dir=run_dir, learning_rate=rate, **kwargs)
+        key = "pearson" if metrics["kind"] == "regression" else "accuracy"
+        runs[f"{rate:g}"] = {"dev": metrics["dev"], "output_dir": os.fspath(run_dir)}
+        if best is None or metrics["dev"][key] > best[1]["dev"][key]:
+            best = (rate, metrics)
+    summary = {**best[1], "best_learning_rate": best[0],
+               "best_output_dir": os.fspath(output_dir / f"lr_{best[0]:g}"), "runs": runs}
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with open(output_dir / "metrics.json", "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2)
+    return summary

@@ -1,0 +1,230 @@
+"""Runs exports the way a server would: in a fresh process with TensorFlow and the tensorflow-text
+op libraries only (no kbert, no Keras: both are made unimportable before TensorFlow loads).
+
+    python serving_client.py JOB.json RESULT.json
+
+JOB: {"exports": {name: version_dir}, "texts": [...], "pairs": {name: [...]}}. RESULT holds,
+per export: the ops not registered by TensorFlow itself (checked before any tensorflow-text op
+library is loaded), the `serving_default` outputs of `tf.saved_model.load` on the texts, the
+answers to bad requests, and the answers of an emulated TF Serving `PredictionService` (gRPC on
+127.0.0.1) that loads the export session-based, as the model server does, and runs each
+request's signature by tensor name (plus a replay of the export's warm-up requests).
+
+This is an emulation: the real `tensorflow_model_server` binary is not available here. What it
+shares with the real server is the loading path (SavedModel loader with a Session, restore op,
+init op, SignatureDef tensor names), the gRPC API and protos, and the op set.
+"""
+
+import glob
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+from concurrent import futures
+
+for _name in ("kbert", "keras", "tf_keras", "keras_hub"):
+    sys.modules[_name] = None  # `import keras` now fails, as on a machine without it
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from tensorflow.core.protobuf import saved_model_pb2  # noqa: E402
+from tensorflow.python.framework import op_def_registry  # noqa: E402
+
+
+def non_core_ops(export_dir):
+    """Ops of every graph (top level + function library) not registered by TensorFlow."""
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    ops = set()
+    for meta_graph in proto.meta_graphs:
+        graph = meta_graph.graph_def
+        functions = {fn.signature.name for fn in graph.library.function}
+        nodes = list(graph.node) + [n for fn in graph.library.function for n in fn.node_def]
+        ops.update(n.op for n in nodes if n.op not in functions)
+    return sorted(ops), sorted(op for op in ops if op_def_registry.get(op) is None)
+
+
+def load_text_op_libraries():
+    """Registers tensorflow-text's C++ ops without importing its Python package (which needs
+    Keras), as the model server links them."""
+    spec = importlib.util.find_spec("tensorflow_text")
+    root = list(spec.submodule_search_locations)[0]
+    for library in sorted(glob.glob(os.path.join(root, "python", "ops", "_*.so"))):
+        tf.load_op_library(library)
+
+
+def to_json(outputs):
+    return {k: (v.numpy().astype(str).tolist() if v.dtype == tf.string else v.numpy().tolist())
+            for k, v in outputs.items()}
+
+
+def attempt(fn):
+    """Calls fn; returns {"ok": outputs} or {"error": exception type}."""
+    try:
+        return {"ok": fn()}
+    except Exception as e:  # noqa: BLE001 - any Python exception is a defined answer
+        return {"error": type(e).__name__, "message": str(e)[:300]}
+
+
+def bad_requests(fn, pair):
+    extra = {"text_pair": tf.constant(["x"])} if pair else {}
+    cases = {
+        "wrong_dtype": lambda: to_json(fn(text=tf.constant([1, 2]), **extra)),
+        "wrong_key": lambda: to_json(fn(sentence=tf.constant(["x"]), **extra)),
+        "rank_2": lambda: to_json(fn(text=tf.constant([["x"]]), **extra)),
+        "invalid_utf8": lambda: to_json(fn(text=tf.constant([b"\xff\xfe caf\xc3"]), **extra)),
+    }
+    empty_extra = {"text_pair": tf.constant([], tf.string)} if pair else {}
+    cases["empty_batch"] = lambda: {k: list(v.shape) for k, v in
+                                    fn(text=tf.constant([], tf.string), **empty_extra).items()}
+    big = ("word " * 200_000 + "end")[:1_000_000]
+    result = {k: attempt(v) for k, v in cases.items()}
+    start = time.perf_counter()
+    result["one_megabyte"] = attempt(lambda: to_json(fn(text=tf.constant([big]), **extra)))
+    result["one_megabyte"]["seconds"] = time.perf_counter() - start
+    return result
+
+
+# --- emulated TF Serving ------------------------------------------------------------------
+
+class SessionServable:
+    """An export loaded as the model server loads it: a Session, the SavedModel loader's
+    restore + init ops, and requests run by the SignatureDef's tensor names."""
+
+    def __init__(self, export_dir):
+        self.graph = tf.Graph()
+        self.session = tf.compat.v1.Session(graph=self.graph)
+        with self.graph.as_default():
+            meta = tf.compat.v1.saved_model.loader.load(self.session, ["serve"], export_dir)
+        self.signatures = dict(meta.signature_def)
+
+    def predict(self, signature_name, inputs):
+        sig = self.signatures[signature_name or "serving_default"]
+        if sig.method_name != "tensorflow/serving/predict":
+            raise ValueError(f"not a predict signature: {sig.method_name}")
+        if set(inputs) != set(sig.inputs):
+            raise KeyError(f"inputs {sorted(inputs)} do not match the signature's "
+                           f"{sorted(sig.inputs)}")
+        feed = {}
+        for key, value in inputs.items():
+            info = sig.inputs[key]
+            if tf.as_dtype(info.dtype) != tf.as_dtype(value.dtype):
+                raise TypeError(f"input {key}: expects {tf.as_dtype(info.dtype).name}, got "
+                                f"{tf.as_dtype(value.dtype).name}")
+            feed[info.name] = value
+        names = sorted(sig.outputs)
+        values = self.session.run([sig.outputs[n].name for n in names], feed_dict=feed)
+        return dict(zip(names, values))
+
+
+def serve(servables):
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+        def Predict(self, request, context):
+            servable = servables.get(request.model_spec.name)
+            if servable is None:
+                context.abort(grpc.StatusCode.NOT_FOUND, "no such model")
+            inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+            try:
+                outputs = servable.predict(request.model_spec.signature_name, inputs)
+            except (KeyError, TypeError, ValueError, tf.errors.OpError) as e:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e)[:500])
+            response = predict_pb2.PredictResponse(model_spec=request.model_spec)
+            for key, value in outputs.items():
+                response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
+            return response
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2),
+                         options=[("grpc.max_receive_message_length", 8 << 20)])
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+        PredictionService(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port
+
+
+def grpc_checks(exports, texts, pairs):
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+    from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+    servables = {name: SessionServable(path) for name, path in exports.items()}
+    server, port = serve(servables)
+    results = {}
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+
+        def call(name, inputs, signature="serving_default"):
+            request = predict_pb2.PredictRequest()
+            request.model_spec.name = name
+            request.model_spec.signature_name = signature
+            for key, value in inputs.items():
+                request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
+            try:
+                response = stub.Predict(request, timeout=60)
+            except grpc.RpcError as e:
+                return {"error": e.code().name}
+            return {"ok": {k: tf.make_ndarray(v).astype(str).tolist()
+                           if v.dtype == tf.string.as_datatype_enum
+                           else tf.make_ndarray(v).tolist()
+                           for k, v in response.outputs.items()}}
+
+        for name, path in exports.items():
+            inputs = {"text": np.array(texts, dtype=object)}
+            if name in pairs:
+                inputs["text_pair"] = np.array(pairs[name], dtype=object)
+            out = {"predict": call(name, inputs),
+                   "wrong_dtype": call(name, {**inputs, "text": np.array([1, 2], np.int32)}),
+                   "wrong_key": call(name, {"sentence": np.array(texts, dtype=object)}),
+                   "after_errors": call(name, inputs)}
+            warmup = os.path.join(path, "assets.extra", "tf_serving_warmup_requests")
+            replies = []
+            for record in tf.compat.v1.io.tf_record_iterator(warmup):
+                log = prediction_log_pb2.PredictionLog.FromString(record)
+                request = log.predict_log.request
+                request.model_spec.name = name
+                try:
+                    response = stub.Predict(request, timeout=60)
+                    replies.append(sorted(response.outputs))
+                except grpc.RpcError as e:
+                    replies.append(e.code().name)
+            out["warmup"] = replies
+            results[name] = out
+    finally:
+        server.stop(None)
+    return results
+
+
+def main(job_path, result_path):
+    with open(job_path) as f:
+        job = json.load(f)
+    exports, texts, pairs = job["exports"], job["texts"], job.get("pairs", {})
+    result = {"ops": {}, "serving_default": {}, "bad": {}, "errors": []}
+    for name, path in exports.items():
+        all_ops, extra = non_core_ops(path)
+        result["ops"][name] = {"all": all_ops, "non_core": extra}
+    load_text_op_libraries()
+    for name, path in exports.items():
+        fn = tf.saved_model.load(path).signatures["serving_default"]
+        extra = {"text_pair": tf.constant(pairs[name])} if name in pairs else {}
+        result["serving_default"][name] = to_json(fn(text=tf.constant(texts), **extra))
+        result["bad"][name] = bad_requests(fn, name in pairs)
+    try:
+        result["grpc"] = grpc_checks(exports, texts, pairs)
+    except Exception:  # noqa: BLE001 - reported to the test
+        result["errors"].append(traceback.format_exc())
+    result["modules"] = sorted(k for k, v in sys.modules.items()
+                               if v is not None and k.split(".")[0] in
+                               ("kbert", "keras", "tf_keras", "keras_hub", "tensorflow_text"))
+    with open(result_path, "w") as f:
+        json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

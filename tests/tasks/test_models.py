@@ -1,0 +1,134 @@
+import keras
+import numpy as np
+import pytest
+
+from kbert import BertBackbone
+from kbert.data.tasks import make_dataset
+from kbert.models.classifier import BertClassifier
+from kbert.models.feature_extractor import BertFeatureExtractor, feature_classifier
+from kbert.models.multiple_choice import BertMultipleChoice
+from tests.conftest import make_inputs
+from tests.tasks.helpers import VOCAB, preprocessor
+
+
+@pytest.fixture
+def config(tiny_config):
+    import dataclasses
+
+    return dataclasses.replace(tiny_config, vocab_size=len(VOCAB))
+
+
+def choice_inputs(batch=3, choices=4, seq_len=8, vocab=40):
+    parts = [make_inputs(batch, seq_len, vocab, seed=i) for i in range(choices)]
+    return {k: np.stack([p[k] for p in parts], 1) for k in parts[0]}
+
+
+def roundtrip(model, tmp_path, x):
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert type(loaded) is type(model)
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+    return loaded
+
+
+def test_classifier_is_dense_on_pooled_output(config):
+    model = BertClassifier(BertBackbone(config), num_classes=3)
+    x = make_inputs(4, 10, config.vocab_size)
+    logits = model.predict(x, verbose=0)
+    pooled = model.backbone.predict(x, verbose=0)["pooled_output"]
+    kernel, bias = model.classifier.get_weights()
+    np.testing.assert_allclose(logits, pooled @ kernel + bias, rtol=1e-5, atol=1e-6)
+
+
+def test_regression_uses_mse(config):
+    model = BertClassifier(BertBackbone(config), num_classes=1)
+    model.compile()
+    x = make_inputs(4, 10, config.vocab_size)
+    y = np.array([0.5, -1.0, 2.0, 0.0], "float32")
+    scores = model.predict(x, verbose=0)
+    assert scores.shape == (4, 1)
+    result = model.evaluate(x, y, verbose=0, return_dict=True)
+    assert result["loss"] == pytest.approx(np.mean((scores[:, 0] - y) ** 2), rel=1e-5)
+    assert {"mse", "pearson"} <= set(result)
+
+
+def test_multiple_choice_scores_each_choice_as_its_own_input(config):
+    model = BertMultipleChoice(BertBackbone(config), num_choices=4)
+    x = choice_inputs(vocab=config.vocab_size)
+    logits = model.predict(x, verbose=0)
+    assert logits.shape == (3, 4)
+    kernel, bias = model.choice_scorer.get_weights()
+    for c in range(4):
+        pooled = model.backbone.predict({k: v[:, c] for k, v in x.items()},
+                                        verbose=0)["pooled_output"]
+        np.testing.assert_allclose(logits[:, c], (pooled @ kernel + bias)[:, 0],
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_feature_extractor_concatenates_layers_and_stays_frozen(config):
+    backbone = BertBackbone(config)
+    extractor = BertFeatureExtractor(backbone, layers=(-2, -1))
+    x = make_inputs(2, 6, config.vocab_size)
+    features = extractor.predict(x, verbose=0)
+    assert features.shape == (2, 6, 2 * config.hidden_size) == (2, 6, extractor.feature_size)
+    reference = BertBackbone(config, output_hidden_states=True)
+    reference.set_weights(backbone.get_weights())
+    hidden = reference.predict(x, verbose=0)["hidden_states"]
+    np.testing.assert_allclose(features, np.concatenate(hidden[-2:], -1), rtol=1e-5, atol=1e-5)
+    assert extractor.trainable_weights == []
+    extractor.trainable = True  # e.g. an enclosing model unfreezing everything
+    assert extractor.trainable_weights == []
+    # no dropout inside BERT even when the enclosing model trains
+    np.testing.assert_allclose(extractor(x, training=True), features, rtol=1e-5, atol=1e-5)
+
+
+def test_save_and_load_each_model(config, tmp_path):
+    x = make_inputs(3, 8, config.vocab_size)
+    roundtrip(BertClassifier(BertBackbone(config), num_classes=2), tmp_path, x)
+    roundtrip(BertClassifier(BertBackbone(config), num_classes=1), tmp_path, x)
+    roundtrip(BertMultipleChoice(BertBackbone(config), num_choices=4), tmp_path,
+              choice_inputs(vocab=config.vocab_size))
+    roundtrip(BertFeatureExtractor(BertBackbone(config), layers=(-1, 0), combine="mean"),
+              tmp_path, x)
+    head = feature_classifier(BertFeatureExtractor(BertBackbone(config), layers=(-2, -1)), 2)
+    loaded = roundtrip(head, tmp_path, x)
+    assert len(loaded.trainable_weights) == len(head.trainable_weights) > 0
+
+
+def _fit_losses(model, examples, kind, epochs=20):
+    data = make_dataset(examples, preprocessor(12), batch_size=8, kind=kind).cache()
+    return model.fit(data, epochs=epochs, verbose=0, shuffle=False).history["loss"]
+
+
+EXAMPLES = [("good film", 1), ("very good movie", 1), ("fine", 1), ("good", 1),
+            ("bad film", 0), ("very dull movie", 0), ("dull", 0), ("bad", 0)] * 2
+
+
+def test_short_fit_reduces_loss(config):
+    model = BertClassifier(BertBackbone(config), num_classes=2)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3))
+    losses = _fit_losses(model, EXAMPLES, "classification")
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_multiple_choice_fit_reduces_loss(config):
+    examples = [(("what is it ?", ("good", "bad", "dull", "fine")), 0),
+                (("what was it ?", ("bad", "dull", "good", "no")), 2),
+                (("who is it ?", ("dull", "good", "no", "yes")), 1)] * 3
+    model = BertMultipleChoice(BertBackbone(config), num_choices=4)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3))
+    losses = _fit_losses(model, examples, "multiple_choice")
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_feature_classifier_trains_only_the_head(config):
+    extractor = BertFeatureExtractor(BertBackbone(config), layers=(-2, -1))
+    frozen = [w.copy() for w in extractor.get_weights()]
+    model = feature_classifier(extractor, 2, lstm_units=16)
+    model.compile(keras.optimizers.Adam(1e-2),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    losses = _fit_losses(model, EXAMPLES, "classification")
+    assert losses[-1] < 0.5 * losses[0]
+    for before, after in zip(frozen, extractor.get_weights()):
+        np.testing.assert_array_equal(before, after)

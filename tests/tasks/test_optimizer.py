@@ -1,0 +1,47 @@
+import keras
+import numpy as np
+import pytest
+
+from kbert import BertBackbone
+from kbert.training import LinearWarmupLinearDecay, make_optimizer, no_decay_variables
+
+
+def test_schedule_matches_hand_computation():
+    schedule = LinearWarmupLinearDecay(2e-5, total_steps=100, warmup_steps=10)
+    expected = {0: 0.0, 1: 2e-6, 5: 1e-5, 10: 2e-5, 11: 2e-5 * 89 / 90, 55: 1e-5,
+                99: 2e-5 / 90, 100: 0.0, 150: 0.0}
+    for step, value in expected.items():
+        assert float(schedule(step)) == pytest.approx(value, abs=1e-12), step
+
+
+def test_make_optimizer_uses_ten_percent_warmup_and_clipping():
+    optimizer = make_optimizer(5e-5, total_steps=1000)
+    schedule = optimizer.learning_rate_schedule if hasattr(
+        optimizer, "learning_rate_schedule") else optimizer._learning_rate
+    assert schedule.warmup_steps == 100 and schedule.total_steps == 1000
+    assert optimizer.global_clipnorm == 1.0 and optimizer.weight_decay == 0.01
+    restored = LinearWarmupLinearDecay.from_config(schedule.get_config())
+    assert float(restored(300)) == pytest.approx(float(schedule(300)))
+
+
+@pytest.mark.parametrize("by_model", [True, False])
+def test_weight_decay_skips_layer_norm_and_bias(tiny_config, by_model):
+    backbone = BertBackbone(tiny_config)
+    lr, wd, step = 1e-3, 0.01, 50
+    optimizer = make_optimizer(lr, total_steps=100, warmup_fraction=0.1, weight_decay=wd,
+                               model=backbone if by_model else None)
+    variables = backbone.trainable_variables
+    optimizer.build(variables)
+    optimizer.iterations.assign(step)
+    before = [v.numpy().copy() for v in variables]
+    # Zero gradients: Adam's step is exactly 0, so only the decoupled decay moves a weight,
+    # by var * wd * lr(step) with lr(50) = lr * (100 - 50) / 90.
+    optimizer.apply_gradients([(keras.ops.zeros_like(v), v) for v in variables])
+    factor = 1 - wd * lr * 50 / 90
+    excluded = {id(v) for v in no_decay_variables(backbone)}
+    assert excluded
+    for v, old in zip(variables, before):
+        is_norm_or_bias = v.name in ("gamma", "beta") or v.name.endswith("bias")
+        assert (id(v) in excluded) == is_norm_or_bias, v.path
+        expected = old if is_norm_or_bias else old * factor
+        np.testing.assert_allclose(v.numpy(), expected, rtol=1e-6, atol=1e-9, err_msg=v.path)

@@ -1,0 +1,63 @@
+import numpy as np
+
+from kbert.data.tasks import make_dataset
+from tests.tasks.helpers import preprocessor, token_id
+
+CLS, SEP = token_id("[CLS]"), token_id("[SEP]")
+
+
+def ids(*words):
+    return [token_id(w) for w in words]
+
+
+def test_single_sentences_are_cut_to_the_longest_in_each_batch():
+    examples = [("good film", 1), ("bad", 0), ("a very very very dull movie", 0), ("fine", 1)]
+    batches = list(make_dataset(examples, preprocessor(16), batch_size=2))
+    (x1, y1), (x2, y2) = batches
+    assert x1["token_ids"].shape == (2, 4)  # [CLS] good film [SEP]
+    np.testing.assert_array_equal(x1["token_ids"], [[CLS, *ids("good", "film"), SEP],
+                                                    [CLS, token_id("bad"), SEP, 0]])
+    np.testing.assert_array_equal(x1["padding_mask"], [[1, 1, 1, 1], [1, 1, 1, 0]])
+    assert x2["token_ids"].shape == (2, 8)
+    np.testing.assert_array_equal(y1, [1, 0])
+    assert y2.dtype == np.int32
+
+
+def test_pairs_are_packed_with_segments():
+    examples = [(("what is it", "a film"), 1)]
+    (x, y), = list(make_dataset(examples, preprocessor(16), batch_size=4))
+    np.testing.assert_array_equal(
+        x["token_ids"][0], [CLS, *ids("what", "is", "it"), SEP, *ids("a", "film"), SEP])
+    np.testing.assert_array_equal(x["segment_ids"][0], [0, 0, 0, 0, 0, 1, 1, 1])
+
+
+def test_choices_are_packed_as_pairs_with_the_question():
+    examples = [(("what is it", ("a", "b film", "c", "no")), 1),
+                (("who", ("one", "two", "three", "four")), 3)]
+    (x, y), = list(make_dataset(examples, preprocessor(16), 8, kind="multiple_choice"))
+    assert x["token_ids"].shape == (2, 4, 8)
+    np.testing.assert_array_equal(
+        x["token_ids"][0, 1], [CLS, *ids("what", "is", "it"), SEP, *ids("b", "film"), SEP])
+    np.testing.assert_array_equal(x["segment_ids"][0, 1], [0, 0, 0, 0, 0, 1, 1, 1])
+    np.testing.assert_array_equal(x["token_ids"][1, 3], [CLS, token_id("who"), SEP,
+                                                         token_id("four"), SEP, 0, 0, 0])
+    np.testing.assert_array_equal(y, [1, 3])
+
+
+def test_regression_labels_are_float():
+    (x, y), = list(make_dataset([("good", 2.5), ("bad", -1.0)], preprocessor(), 4,
+                                kind="regression"))
+    assert y.dtype == np.float32 and list(y.numpy()) == [2.5, -1.0]
+
+
+def test_bucketing_groups_similar_lengths_and_keeps_every_example():
+    rng = np.random.default_rng(0)
+    examples = [(" ".join(["good"] * n), int(n)) for n in rng.integers(1, 12, 64)]
+    batches = list(make_dataset(examples, preprocessor(16), batch_size=8, shuffle=True,
+                                bucket=True, seed=1))
+    labels = sorted(int(v) for _, y in batches for v in y.numpy())
+    assert labels == sorted(y for _, y in examples)
+    # padding is what bucketing saves: far below padding every batch to the longest text
+    real = sum(int(x["padding_mask"].numpy().sum()) for x, _ in batches)
+    padded = sum(int(np.prod(x["padding_mask"].shape)) for x, _ in batches)
+    assert padded - real < 0.5 * (13 * 64 - real)
