@@ -114,7 +114,7 @@ def test_movie_reviews_binary_rule_and_fixed_split(tmp_path):
     assert everything == sorted([("A fine film.", 1), ("A dull film.", 0),
                                  ("Slightly good.", 1)])  # score 0 dropped
     for ident, text in (("1", "A fine film."), ("2", "A dull film.")):
-        split = tasks._split_of(ident)
+        split = tasks.split_of(ident)
         assert any(t == text for t, _ in task.splits[split])
     scores = tasks.sentiment_task(inner / "movieReviewSnippets_GroundTruth.txt", regression=True)
     assert sorted(y for s in scores.splits.values() for _, y in s) == [-1.2, 0.0, 0.1, 2.5]

@@ -1,0 +1,70 @@
+"""The tf.data input pipeline: batch strings, preprocess in the graph, pad dynamically."""
+
+
+import numpy as np
+
+
+def _columns(examples, kind):
+    texts = [t for t, _ in examples]
+    labels = np.asarray([y for _, y in examples],
+                        "float32" if kind == "regression" else "int32")
+    if kind == "multiple_choice":
+        features = (np.asarray([q for q, _ in texts], object),
+                    np.asarray([list(c) for _, c in texts], object))
+    elif isinstance(texts[0], tuple):
+        features = tuple(np.asarray(column, object) for column in zip(*texts))
+    else:
+        features = (np.asarray(texts, object),)
+    return features, labels
+
+
+def _bucket_boundaries(features, count=8):
+    lengths = sum(np.char.str_len(f.astype(str)).reshape(len(f), -1).sum(-1) for f in features)
+    edges = np.quantile(lengths, np.linspace(0, 1, count + 1)[1:-1])
+    return sorted({int(e) + 1 for e in edges})
+
+
+def make_dataset(examples, preprocessor, batch_size=32, kind="classification", shuffle=False,
+                 bucket=False, repeat=False, seed=0):
+    """A tf.data pipeline of `(inputs, labels)` batches for a model.
+
+    Raw strings flow through the pipeline; each batch is tokenized and packed in the graph by
+    `preprocessor` (a `BertPreprocessor`) and then cut to the longest real sequence in the
+    batch. `bucket=True` batches texts of similar character length together (8 buckets at the
+    length quantiles), which cuts padding further; use it for training only (it reorders).
+    Multiple-choice examples give inputs shaped [batch, num_choices, seq], each choice packed
+    as the pair (question, choice).
+    """
+    import tensorflow as tf
+
+    features, labels = _columns(examples, kind)
+    dataset = tf.data.Dataset.from_tensor_slices((features, labels))
+    if shuffle:
+        dataset = dataset.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        dataset = dataset.repeat()
+    if bucket:
+        boundaries = _bucket_boundaries(features)
+
+        def length(texts, _):
+            return tf.cast(sum(tf.reduce_sum(tf.strings.length(t)) for t in texts), tf.int32)
+
+        dataset = dataset.bucket_by_sequence_length(
+            length, boundaries, [batch_size] * (len(boundaries) + 1), drop_remainder=False)
+    else:
+        dataset = dataset.batch(batch_size)
+
+    def pack(texts, y):
+        if kind == "multiple_choice":
+            questions, choices = texts
+            num_choices = tf.shape(choices)[1]
+            packed = preprocessor((tf.repeat(questions, num_choices),
+                                   tf.reshape(choices, [-1])))
+            packed = {k: tf.reshape(v, [-1, num_choices, preprocessor.sequence_length])
+                      for k, v in packed.items()}
+        else:
+            packed = preprocessor(texts[0] if len(texts) == 1 else tuple(texts))
+        longest = tf.reduce_max(tf.reduce_sum(packed["padding_mask"], -1))
+        return {k: v[..., :longest] for k, v in packed.items()}, y
+
+    return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
