@@ -169,7 +169,9 @@ def test_emulated_grpc_prediction_service(served, minilm):
 
 
 def test_saved_model_cli_show(minilm):
-    proc = subprocess.run(["saved_model_cli", "show", "--dir", str(minilm["classifier"]),
+    # The console script of the TensorFlow in this interpreter's environment (not PATH's).
+    cli = pathlib.Path(sys.executable).parent / "saved_model_cli"
+    proc = subprocess.run([str(cli), "show", "--dir", str(minilm["classifier"]),
                            "--all"], env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = proc.stdout
