@@ -76,6 +76,26 @@ def _print_metrics(metrics, output):
     print(f"Wrote {output}/metrics.json, {output}/model.keras, TensorBoard logs in {output}/logs")
 
 
+def _evaluate(args) -> int:
+    """Scores a fine-tuned model on a task split; writes OUTPUT/metrics.json."""
+    import json
+    import pathlib
+
+    from kbert.training.finetune import evaluate_run
+
+    metrics = evaluate_run(args.model, task=args.task, split=args.split, data_dir=args.data_dir,
+                           max_eval_examples=args.max_eval_examples)
+    output = pathlib.Path(args.output or pathlib.Path(args.model) / f"eval_{args.split}")
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    names = [k for k in ("accuracy", "f1", "matthews_corrcoef", "pearson", "spearman")
+             if k in metrics]
+    print(f"{metrics['task']} {args.split} ({metrics['examples']} examples): "
+          + ", ".join(f"{k} {metrics[k]:.4f}" for k in names))
+    print(f"Wrote {output}/metrics.json")
+    return 0
+
+
 def _export(args) -> int:
     """Exports a fine-tuned model as a versioned SavedModel that takes raw text."""
     from kbert.export.saved_model import export_from_cli
@@ -174,6 +194,22 @@ def build_parser() -> argparse.ArgumentParser:
     finetune.add_argument("--seed", type=int, default=0)
     finetune.add_argument("--output", default="runs/finetune")
     finetune.set_defaults(run=_finetune)
+
+    evaluate = commands.add_parser(
+        "evaluate", help="score a fine-tuned model on a task split",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Load a `kbert finetune` output directory and score it with the task's "
+                    "standard metrics. Writes OUTPUT/metrics.json.",
+        epilog="examples:\n"
+               "  kbert evaluate runs/sentiment                  # its own task, test split\n"
+               "  kbert evaluate runs/sentiment --split dev --max-eval-examples 500")
+    evaluate.add_argument("model", help="a kbert finetune output directory")
+    evaluate.add_argument("--task", help="default: the task the model was trained on")
+    evaluate.add_argument("--split", default="test", choices=("train", "dev", "test"))
+    evaluate.add_argument("--data-dir", help="directory of a GLUE task's TSV files")
+    evaluate.add_argument("--max-eval-examples", type=int, help="score a fixed subset")
+    evaluate.add_argument("--output", help="default: MODEL/eval_SPLIT")
+    evaluate.set_defaults(run=_evaluate)
 
     export = commands.add_parser(
         "export", help="export a fine-tuned model for TensorFlow Serving",

@@ -32,3 +32,20 @@ def test_vocab_trains_bert_layout(tmp_path, capsys):
     tokens = out.read_text().splitlines()
     assert tokens[0] == "[PAD]" and tokens[100:104] == ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     assert "the" in tokens and len(tokens) <= 150
+
+
+def test_finetune_evaluate_and_export_from_the_command_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert cli.main(["finetune", "--task", "sentiment", "--preset", "tiny", "--steps", "2",
+                     "--batch-size", "8", "--max-eval-examples", "32",
+                     "--output", str(run)]) == 0
+    assert "test: accuracy" in capsys.readouterr().out
+    assert cli.main(["evaluate", str(run), "--split", "dev", "--max-eval-examples", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "sentiment dev (32 examples): accuracy" in out
+    assert (run / "eval_dev" / "metrics.json").is_file()
+    assert cli.main(["export", str(run), str(tmp_path / "served"),
+                     "--labels", "negative,positive"]) == 0
+    assert (tmp_path / "served" / "1" / "saved_model.pb").is_file()
+    assert cli.main(["evaluate", str(tmp_path)]) == 2
+    assert "no model.keras" in capsys.readouterr().err

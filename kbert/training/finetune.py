@@ -182,6 +182,8 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
     model.save(output_dir / "model.keras")
     (output_dir / "vocab.txt").write_text("\n".join(tokenizer.get_vocabulary()) + "\n",
                                           encoding="utf-8")
+    (output_dir / "kbert_tokenizer.json").write_text(
+        json.dumps({"lowercase": tokenizer.lowercase}) + "\n", encoding="utf-8")
     metrics = {
         **results[final_split],
         "eval_split": final_split,
@@ -205,6 +207,29 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
     with open(output_dir / "metrics.json", "w", encoding="utf-8") as f:
         json.dump(metrics, f, indent=2)
     return metrics
+
+
+def evaluate_run(run_dir, task=None, split="test", data_dir=None, max_eval_examples=None,
+                 batch_size=64):
+    """Scores a `finetune()` output directory (model.keras, vocab.txt, metrics.json) on one
+    split of `task` (default: the task it was trained on); returns the metrics."""
+    from kbert.text import BertPreprocessor, BertTokenizer
+
+    run_dir = pathlib.Path(run_dir)
+    if not (run_dir / "model.keras").is_file():
+        raise FileNotFoundError(f"{run_dir} holds no model.keras: give a `kbert finetune` "
+                                "output directory.")
+    trained = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    task = task if isinstance(task, Task) else load_task(task or trained["task"], data_dir)
+    if not task.splits.get(split):
+        raise ValueError(f"Task {task.name!r} has no {split!r} split; it has "
+                         f"{sorted(k for k, v in task.splits.items() if v)}.")
+    model = keras.saving.load_model(run_dir / "model.keras", safe_mode=True)
+    preprocessor = BertPreprocessor(BertTokenizer.from_pretrained(run_dir),
+                                    sequence_length=trained["settings"]["sequence_length"])
+    examples = _subset(task.splits[split], max_eval_examples, EVAL_SEED)
+    return {**evaluate(model, examples, preprocessor, task, batch_size), "split": split,
+            "task": task.name, "examples": len(examples)}
 
 
 def lr_sweep(task="sentiment", learning_rates=(5e-5, 4e-5, 3e-5, 2e-5),
