@@ -1,0 +1,29 @@
+"""Every notebook in notebooks/ runs top to bottom (small budget) without an error."""
+
+import os
+import pathlib
+import sys
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = pathlib.Path(__file__).parent.parent / "notebooks"
+EXPECTED = ["quickstart.ipynb", "serving.ipynb", "text_classification.ipynb"]
+
+
+def test_the_notebook_list_is_complete():
+    assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_notebook_runs(name, tmp_path, monkeypatch):
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), \
+        "notebooks are committed with outputs stripped"
+    monkeypatch.setenv("KBERT_NOTEBOOK_BUDGET", "small")
+    # The kernel is this interpreter's (the venv's python first on PATH).
+    monkeypatch.setenv("PATH", f"{pathlib.Path(sys.executable).parent}{os.pathsep}"
+                               f"{os.environ['PATH']}")
+    NotebookClient(notebook, timeout=900, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
