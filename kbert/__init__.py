@@ -16,6 +16,7 @@ _PUBLIC = {
     "BertMultipleChoice": "kbert.models",
     "BertFeatureExtractor": "kbert.models",
     "finetune": "kbert.training",
+    "pretrain": "kbert.training",
     "make_optimizer": "kbert.training",
     "export_saved_model": "kbert.export",
     "export": "kbert.export",

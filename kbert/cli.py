@@ -53,6 +53,26 @@ def _vocab(args) -> int:
     return 0
 
 
+def _pretrain(args) -> int:
+    """Pre-trains with MLM + NSP; re-running the same command resumes from its checkpoint."""
+    from kbert.training.pretrain import pretrain
+
+    metrics = pretrain(
+        args.output, preset=args.preset, init=args.init, corpus=args.corpus, steps=args.steps,
+        epochs=args.epochs, batch_size=args.batch_size, sequence_length=args.sequence_length,
+        learning_rate=args.learning_rate, optimizer=args.optimizer,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        mixed_precision=args.mixed_precision, jit_compile=args.xla,
+        checkpoint_every=args.checkpoint_every, strategy=args.strategy,
+        whole_word=args.whole_word, nsp=not args.no_nsp, seed=args.seed)
+    print("held-out: " + ", ".join(f"{k} {metrics[k]:.4f}" for k in
+                                   ("mlm_accuracy", "nsp_accuracy", "baseline_mlm_accuracy")
+                                   if metrics.get(k) is not None))
+    print(f"Wrote {args.output}/metrics.json, {args.output}/model (Hugging Face layout), "
+          f"TensorBoard logs in {args.output}/logs")
+    return 0
+
+
 def _finetune(args) -> int:
     """Fine-tunes on one task with the paper's recipe; metrics land in OUTPUT/metrics.json."""
     from kbert.training.finetune import finetune
@@ -160,6 +180,41 @@ def build_parser() -> argparse.ArgumentParser:
     vocab.add_argument("--cased", action="store_true", help="keep case and accents")
     vocab.add_argument("--output", required=True, help="where to write vocab.txt")
     vocab.set_defaults(run=_vocab)
+
+    pretrain = commands.add_parser(
+        "pretrain", help="pre-train with masked LM + next sentence prediction",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Pre-train BERT on a text corpus (default: the built-in Wikipedia lead "
+                    "sections). Checkpoints every N steps; re-run the same command to resume. "
+                    "Writes OUTPUT/metrics.json, OUTPUT/model and TensorBoard logs.",
+        epilog="examples:\n"
+               "  kbert pretrain --preset mini --steps 2000 --output runs/pretrain\n"
+               "  kbert pretrain --corpus my_docs/ --whole-word --optimizer lamb --output runs/wwm\n"
+               "  TF_CONFIG=... kbert pretrain --strategy multi_worker --output runs/mw")
+    start = pretrain.add_mutually_exclusive_group()
+    start.add_argument("--preset", default="mini", help="size of a fresh model (default mini)")
+    start.add_argument("--init", help="a checkpoint dir or weights preset to continue from")
+    pretrain.add_argument("--corpus", help="text file, folder of .txt files, glob, or TFRecord "
+                                           "folder (default: Wikipedia lead sections)")
+    length = pretrain.add_mutually_exclusive_group(required=True)
+    length.add_argument("--steps", type=int)
+    length.add_argument("--epochs", type=int)
+    pretrain.add_argument("--batch-size", type=int, default=32)
+    pretrain.add_argument("--sequence-length", type=int, default=128)
+    pretrain.add_argument("--learning-rate", type=float, default=1e-4)
+    pretrain.add_argument("--optimizer", choices=("adamw", "lamb"), default="adamw")
+    pretrain.add_argument("--gradient-accumulation-steps", type=int, default=1)
+    pretrain.add_argument("--mixed-precision", choices=("bf16", "fp16"))
+    pretrain.add_argument("--xla", action="store_true", help="compile train steps with XLA")
+    pretrain.add_argument("--checkpoint-every", type=int, default=1000)
+    pretrain.add_argument("--strategy", default=None,
+                          help="default, mirrored, multi_worker (from TF_CONFIG), tpu[:NAME], "
+                               "or auto")
+    pretrain.add_argument("--whole-word", action="store_true", help="whole-word masking")
+    pretrain.add_argument("--no-nsp", action="store_true", help="the paper's No-NSP ablation")
+    pretrain.add_argument("--seed", type=int, default=0)
+    pretrain.add_argument("--output", default="runs/pretrain")
+    pretrain.set_defaults(run=_pretrain)
 
     finetune = commands.add_parser(
         "finetune", help="fine-tune on a sentence or sentence-pair task",

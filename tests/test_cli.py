@@ -49,3 +49,16 @@ def test_finetune_evaluate_and_export_from_the_command_line(tmp_path, capsys):
     assert (tmp_path / "served" / "1" / "saved_model.pb").is_file()
     assert cli.main(["evaluate", str(tmp_path)]) == 2
     assert "no model.keras" in capsys.readouterr().err
+
+
+def test_pretrain_from_the_command_line(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(  # one sentence per line, blank line between documents
+        "\n".join(f"Sentence {i} of document {d} talks about topic {d % 3}." for i in range(8))
+        for d in range(80)) + "\n")
+    out = tmp_path / "run"
+    assert cli.main(["pretrain", "--preset", "tiny", "--corpus", str(corpus), "--steps", "2",
+                     "--batch-size", "4", "--sequence-length", "32", "--checkpoint-every", "1",
+                     "--output", str(out)]) == 0
+    assert "held-out: mlm_accuracy" in capsys.readouterr().out
+    assert (out / "metrics.json").is_file() and (out / "model" / "config.json").is_file()

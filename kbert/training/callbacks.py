@@ -1,0 +1,137 @@
+"""Keras callbacks for long training runs: atomic checkpoints that resume exactly, an exact step
+budget, and per-step TensorBoard scalars.
+
+Resuming works with `model.fit`'s epochs: `pretrain` makes one "epoch" of `checkpoint_every`
+steps, `StepCheckpoint` saves at every epoch end (the weights, the optimizer's variables —
+moments, iteration count, hence the learning-rate schedule's position — and the step), into a
+directory that appears whole or not at all (`kbert.atomic.atomic_directory`). After a crash,
+`restore_checkpoint` loads the last one and `fit(initial_epoch=step // checkpoint_every)` goes
+on, so a resumed run takes the same number of optimizer steps on the same schedule as an
+uninterrupted one.
+"""
+
+import json
+import os
+import pathlib
+import time
+
+import keras
+
+from kbert.atomic import atomic_directory
+
+WEIGHTS = "checkpoint.weights.h5"
+STATE = "state.json"
+
+
+def _optimizer_step(model):
+    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+
+
+class StepCheckpoint(keras.callbacks.Callback):
+    """Saves `directory/latest/` atomically at every epoch end (see module docstring).
+
+    `extra_state` (a dict or a zero-argument function returning one) is stored in state.json
+    too. Under a multi-worker strategy every worker must call `save_weights` (it is a
+    collective); only the chief (`is_chief`) keeps what it wrote.
+    """
+
+    def __init__(self, directory, extra_state=None, is_chief=True):
+        super().__init__()
+        self.directory = pathlib.Path(directory)
+        self.extra_state = extra_state
+        self.is_chief = is_chief
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.save(epoch + 1)
+
+    def save(self, epoch):
+        state = {"epoch": int(epoch), "step": _optimizer_step(self.model), "time": time.time()}
+        extra = self.extra_state() if callable(self.extra_state) else self.extra_state
+        state.update(extra or {})
+        if not self.is_chief:
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                self.model.save_weights(os.path.join(tmp, WEIGHTS))
+            return
+        with atomic_directory(self.directory / "latest", owned_files=(WEIGHTS, STATE)) as stage:
+            self.model.save_weights(stage / WEIGHTS)
+            (stage / STATE).write_text(json.dumps(state, indent=2))
+
+
+def restore_checkpoint(directory, model):
+    """Loads `directory/latest/` into `model` (weights and optimizer) and returns its state
+    dict, or returns None when there is no checkpoint."""
+    latest = pathlib.Path(directory) / "latest"
+    if not (latest / STATE).is_file() or not (latest / WEIGHTS).is_file():
+        return None
+    if model.optimizer is not None and not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)
+    model.load_weights(latest / WEIGHTS)
+    return json.loads((latest / STATE).read_text())
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Stops training once the optimizer has taken `total_steps` updates (so the last epoch
+    may be cut short)."""
+
+    def __init__(self, total_steps):
+        super().__init__()
+        self.total_steps = int(total_steps)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if _optimizer_step(self.model) >= self.total_steps:
+            self.model.stop_training = True
+
+
+class StepLogger(keras.callbacks.Callback):
+    """Per-step TensorBoard scalars in `log_dir`, keyed by the optimizer step (so a resumed run
+    continues its curves): every metric in fit's logs (`loss`, `mlm_loss`, `mlm_accuracy`,
+    `nsp_loss`, `nsp_accuracy`: running means over the current epoch, as Keras reports them),
+    `learning_rate` (the schedule's value for the step) and `sequences_per_second` (examples
+    per second of wall time since the previous write). Writes every `every` batches.
+    """
+
+    def __init__(self, log_dir, batch_size, every=10, enabled=True):
+        super().__init__()
+        self.log_dir = str(log_dir)
+        self.batch_size = int(batch_size)
+        self.every = max(1, int(every))
+        self.enabled = enabled
+        self._writer = None
+        self.history = []
+
+    def on_train_begin(self, logs=None):
+        import tensorflow as tf
+
+        if self.enabled:
+            self._writer = tf.summary.create_file_writer(self.log_dir)
+        self._last_time, self._batches = time.perf_counter(), 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        import tensorflow as tf
+
+        self._batches += 1
+        if self._batches % self.every:
+            return
+        now = time.perf_counter()
+        speed = self.every * self.batch_size / max(now - self._last_time, 1e-9)
+        self._last_time = now
+        step = _optimizer_step(self.model)
+        learning_rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+        values = {k: float(v) for k, v in (logs or {}).items()}
+        values.update(learning_rate=learning_rate, sequences_per_second=speed)
+        self.history.append({"step": step, **values})
+        if self._writer is not None:
+            with self._writer.as_default(step=step):
+                for name, value in values.items():
+                    tf.summary.scalar(name, value)
+            self._writer.flush()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._last_time = time.perf_counter()
+        self._batches = 0
+
+    def on_train_end(self, logs=None):
+        if self._writer is not None:
+            self._writer.close()

@@ -1,0 +1,126 @@
+"""Distribution: MultiWorkerMirrored over two local worker processes (with kbert's fix for
+keras-team/keras#20585), and Mirrored over two logical CPUs against one device."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+WORKER = textwrap.dedent("""
+    import json, os, sys
+    index, ports, out, corpus = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3], sys.argv[4]
+    os.environ["TF_CONFIG"] = json.dumps({
+        "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+        "task": {"type": "worker", "index": index}})
+    from kbert.config import BertConfig
+    from kbert.training.pretrain import pretrain
+    result = pretrain(out, config=BertConfig(**{small}), corpus=corpus, steps=4, batch_size=8,
+                      sequence_length=32, learning_rate=1e-3, warmup_steps=1,
+                      checkpoint_every=2, eval_examples=16, verbose=0, save_model=False,
+                      strategy="multi_worker")
+    print("RESULT" + json.dumps(result))
+""")
+
+
+def free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def small():
+    from tests.pretraining.test_pretrain import SMALL
+
+    return dict(SMALL, hidden_dropout=0.0, attention_dropout=0.0)
+
+
+def test_multi_worker_mirrored_two_processes(tmp_path, corpus_file):
+    ports = ",".join(map(str, free_ports(2)))
+    script = WORKER.replace("{small}", repr(small()))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(i), ports,
+                               str(tmp_path / f"w{i}"), str(corpus_file)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        line = [x for x in out.splitlines() if x.startswith("RESULT")][-1]
+        results.append(json.loads(line[len("RESULT"):]))
+    assert all(r["multi_worker"] and r["replicas"] == 2 and r["steps"] == 4 for r in results)
+    assert results[0]["weights_sha256"] == results[1]["weights_sha256"]
+    assert results[0]["mlm_loss"] == pytest.approx(results[1]["mlm_loss"])
+    # Only the chief writes the run's files.
+    assert (tmp_path / "w0/metrics.json").is_file()
+    assert not (tmp_path / "w1/metrics.json").exists()
+
+
+MIRRORED = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras
+    from kbert.config import BertConfig
+    from kbert.data.pretraining import MaskedLM, pretraining_dataset, read_documents, \\
+        tokenize_documents
+    from kbert.models.backbone import BertBackbone
+    from kbert.models.pretrainer import BertPretrainer
+    from kbert.presets import resolve
+    from kbert.text import BertTokenizer
+    from kbert.training.distribution import get_strategy
+    
+    tokenizer = BertTokenizer.from_pretrained(resolve("minilm_l6_h384_uncased"))
+    documents = list(tokenize_documents(read_documents(sys.argv[1]), tokenizer))
+    masker = MaskedLM.from_tokenizer(tokenizer, max_predictions=4)
+    rows = pretraining_dataset(documents, tokenizer, masker, 32, 64, seed=0).unbatch()
+    # Rows with exactly 4 predictions: each replica's MLM mean then equals the global mean.
+    rows = rows.filter(lambda x, y, w: tf.reduce_sum(w["mlm"]) == 4).take(24).batch(24)
+    data = next(iter(rows))
+    config = BertConfig(**{small})
+    keras.utils.set_random_seed(0)
+    start = BertPretrainer(BertBackbone(config)).get_weights()
+
+    def train(strategy):
+        with strategy.scope():
+            model = BertPretrainer(BertBackbone(config))
+            model.set_weights(start)
+            # SGD: the update is the gradient itself, so this compares the gradients.
+            model.compile(optimizer=keras.optimizers.SGD(0.5))
+        ds = tf.data.Dataset.from_tensor_slices(data).batch(8)
+        model.fit(ds, epochs=1, steps_per_epoch=3, shuffle=False, verbose=0)
+        return model.get_weights(), strategy.num_replicas_in_sync
+
+    single, n1 = train(get_strategy(None))
+    mirrored, n2 = train(get_strategy("mirrored"))
+    moved = max(float(np.abs(a - b).max()) for a, b in zip(single, start))
+    differ = max(float(np.abs(a - b).max()) for a, b in zip(single, mirrored))
+    print("RESULT" + json.dumps({"moved": moved, "differ": differ, "replicas": [n1, n2]}))
+""")
+
+
+def test_mirrored_two_logical_cpus_matches_single_device(tmp_path, corpus_file):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run([sys.executable, "-c", MIRRORED.replace("{small}", repr(small())),
+                           str(corpus_file)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = [x for x in done.stdout.splitlines() if x.startswith("RESULT")][-1]
+    result = json.loads(line[len("RESULT"):])
+    assert result["replicas"] == [1, 2]
+    # Same start, same global batches of 8 (4 per replica): the same weights, up to float
+    # summation order. (With Adam the embedding tables drift apart by ~1e-3 after 3 steps;
+    # see the report: under investigation.)
+    assert result["moved"] > 1e-2
+    assert result["differ"] < 1e-5, result
