@@ -3,10 +3,11 @@
 import keras
 
 from kbert.models.backbone import BertBackbone
+from kbert.models.task import BertTask
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertClassifier(keras.Model):
+class BertClassifier(BertTask):
     """The paper's GLUE model: pooled `[CLS]` output → dropout → dense.
 
     Inputs: the backbone's dict (`token_ids`, `segment_ids`, `padding_mask`, int32 [batch, seq]).
@@ -65,17 +66,5 @@ class BertClassifier(keras.Model):
                        [keras.metrics.SparseCategoricalAccuracy("accuracy")])
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
-    def get_config(self):
-        return {
-            "backbone": keras.layers.serialize(self.backbone),
-            "num_classes": self.num_classes,
-            "dropout": self.dropout,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
+    def task_config(self):
+        return {"num_classes": self.num_classes, "dropout": self.dropout}

@@ -9,12 +9,13 @@ on top of it for sentence (or pair) classification.
 import keras
 
 from kbert.models.backbone import BertBackbone
+from kbert.models.task import BertTask
 
 COMBINES = ("concat", "mean", "sum")
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertFeatureExtractor(keras.Model):
+class BertFeatureExtractor(BertTask):
     """Frozen BERT → the hidden states of `layers`, combined.
 
     `layers` index the backbone's `hidden_states` list (num_layers + 1 entries: 0 is the
@@ -90,20 +91,8 @@ class BertFeatureExtractor(keras.Model):
         # Frozen means frozen: no dropout in BERT even when the consumer trains.
         return super().call(inputs, training=False, mask=mask)
 
-    def get_config(self):
-        return {
-            "backbone": keras.layers.serialize(self.backbone),
-            "layers": list(self.feature_layers),
-            "combine": self.combine,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
+    def task_config(self):
+        return {"layers": list(self.feature_layers), "combine": self.combine}
 
 
 @keras.saving.register_keras_serializable(package="kbert")

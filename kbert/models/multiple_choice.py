@@ -3,6 +3,7 @@
 import keras
 
 from kbert.models.backbone import BertBackbone
+from kbert.models.task import BertTask
 
 _KEYS = ("token_ids", "segment_ids", "padding_mask")
 
@@ -39,7 +40,7 @@ class UnfoldChoices(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertMultipleChoice(keras.Model):
+class BertMultipleChoice(BertTask):
     """The paper's SWAG model: each choice is packed with its context as a pair
     (`[CLS] question [SEP] choice [SEP]`), scored by a dense layer on the pooled output, and
     the scores of one question's choices are its logits.
@@ -84,17 +85,5 @@ class BertMultipleChoice(keras.Model):
             metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
-    def get_config(self):
-        return {
-            "backbone": keras.layers.serialize(self.backbone),
-            "num_choices": self.num_choices,
-            "dropout": self.dropout,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
+    def task_config(self):
+        return {"num_choices": self.num_choices, "dropout": self.dropout}

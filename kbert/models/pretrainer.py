@@ -4,10 +4,11 @@ import keras
 
 from kbert.layers import MaskedLMHead
 from kbert.models.backbone import BertBackbone
+from kbert.models.task import BertTask
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertPretrainer(keras.Model):
+class BertPretrainer(BertTask):
     """Masked language modelling (+ next sentence prediction) on a `BertBackbone`.
 
     Inputs: the backbone's dict plus `masked_positions` [batch, predictions] (int32, padded with
@@ -68,16 +69,5 @@ class BertPretrainer(keras.Model):
         super().compile(optimizer=optimizer, loss=loss, weighted_metrics=weighted_metrics,
                         **kwargs)
 
-    def get_config(self):
-        return {
-            "backbone": keras.layers.serialize(self.backbone),
-            "use_nsp": self.use_nsp,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
+    def task_config(self):
+        return {"use_nsp": self.use_nsp}
