@@ -15,6 +15,8 @@ _PUBLIC = {
     "BertClassifier": "kbert.models",
     "BertMultipleChoice": "kbert.models",
     "BertFeatureExtractor": "kbert.models",
+    "BertSpanLabeler": "kbert.models",
+    "BertTokenClassifier": "kbert.models",
     "finetune": "kbert.training",
     "pretrain": "kbert.training",
     "make_optimizer": "kbert.training",

@@ -73,46 +73,80 @@ def _pretrain(args) -> int:
     return 0
 
 
+SPAN_TASKS = ("squad", "squad2", "conll")
+
+
 def _finetune(args) -> int:
     """Fine-tunes on one task with the paper's recipe; metrics land in OUTPUT/metrics.json."""
-    from kbert.training.finetune import finetune
+    init = args.init or args.preset or "minilm_l6_h384_uncased"
+    common = dict(init=init, output_dir=args.output, epochs=args.epochs, steps=args.steps,
+                  batch_size=args.batch_size, learning_rate=args.learning_rate,
+                  max_train_examples=args.max_train_examples,
+                  max_eval_examples=args.max_eval_examples, mode=args.mode,
+                  data_dir=args.data_dir, seed=args.seed)
+    if args.task in SPAN_TASKS:
+        from kbert.training.finetune_spans import finetune_task
 
-    metrics = finetune(
-        task=args.task, init=args.init or args.preset or "minilm_l6_h384_uncased",
-        output_dir=args.output, epochs=args.epochs, steps=args.steps,
-        batch_size=args.batch_size, sequence_length=args.sequence_length,
-        learning_rate=args.learning_rate, max_train_examples=args.max_train_examples,
-        max_eval_examples=args.max_eval_examples, mode=args.mode, data_dir=args.data_dir,
-        seed=args.seed)
+        # None lets each task pick its length (SQuAD 384, CoNLL 128).
+        metrics = finetune_task(args.task, sequence_length=args.sequence_length, **common)
+    else:
+        from kbert.training.finetune import finetune
+
+        metrics = finetune(task=args.task, sequence_length=args.sequence_length or 128,
+                           **common)
     _print_metrics(metrics, args.output)
     return 0
 
 
+METRIC_NAMES = ("accuracy", "exact_match", "precision", "recall", "f1", "matthews_corrcoef",
+                "pearson", "spearman")
+
+
+def _format(metrics):
+    return ", ".join(f"{k} {metrics[k]:.4f}" for k in METRIC_NAMES
+                     if isinstance(metrics.get(k), (int, float)))
+
+
 def _print_metrics(metrics, output):
     split = metrics.get("eval_split", "dev")
-    names = [k for k in ("accuracy", "f1", "matthews_corrcoef", "pearson", "spearman")
-             if k in metrics]
-    print(f"{split}: " + ", ".join(f"{k} {metrics[k]:.4f}" for k in names))
+    print(f"{split}: " + _format(metrics))
     print(f"Wrote {output}/metrics.json, {output}/model.keras, TensorBoard logs in {output}/logs")
 
 
 def _evaluate(args) -> int:
-    """Scores a fine-tuned model on a task split; writes OUTPUT/metrics.json."""
+    """Scores a fine-tuned run on a task split; writes OUTPUT/metrics.json."""
     import json
     import pathlib
 
-    from kbert.training.finetune import evaluate_run
+    run = pathlib.Path(args.model)
+    if (run / "task.json").is_file():  # a SQuAD or CoNLL run
+        from kbert.training.finetune_spans import evaluate_span_run
 
-    metrics = evaluate_run(args.model, task=args.task, split=args.split, data_dir=args.data_dir,
-                           max_eval_examples=args.max_eval_examples)
-    output = pathlib.Path(args.output or pathlib.Path(args.model) / f"eval_{args.split}")
+        metrics = evaluate_span_run(run, split=args.split, data_dir=args.data_dir,
+                                    max_eval_examples=args.max_eval_examples)
+    else:
+        from kbert.training.finetune import evaluate_run
+
+        metrics = evaluate_run(run, task=args.task, split=args.split or "test",
+                               data_dir=args.data_dir, max_eval_examples=args.max_eval_examples)
+    split = metrics.get("split", args.split)
+    output = pathlib.Path(args.output or run / f"eval_{split}")
     output.mkdir(parents=True, exist_ok=True)
     (output / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    names = [k for k in ("accuracy", "f1", "matthews_corrcoef", "pearson", "spearman")
-             if k in metrics]
-    print(f"{metrics['task']} {args.split} ({metrics['examples']} examples): "
-          + ", ".join(f"{k} {metrics[k]:.4f}" for k in names))
+    print(f"{split}: " + _format(metrics))
     print(f"Wrote {output}/metrics.json")
+    return 0
+
+
+def _predict(args) -> int:
+    """Answers a question about a context, or tags the entities of a sentence."""
+    import json
+
+    from kbert.training.finetune_spans import predict_from_dir
+
+    result = predict_from_dir(args.model, text=args.text, question=args.question,
+                              context=args.context)
+    print(json.dumps(result, indent=2, ensure_ascii=False))
     return 0
 
 
@@ -226,10 +260,12 @@ def build_parser() -> argparse.ArgumentParser:
                "  kbert finetune --task sentiment --steps 300 --output runs/sentiment\n"
                "  kbert finetune --task sentiment --preset mini --epochs 3 --output runs/random\n"
                "  kbert finetune --task qnli --max-train-examples 20000 --output runs/qnli\n"
+               "  kbert finetune --task conll --steps 400 --learning-rate 1e-4 --output runs/ner\n"
+               "  kbert finetune --task squad --max-train-examples 4000 --output runs/squad\n"
                "  kbert finetune --task glue:SST-2 --data-dir glue/SST-2 --output runs/sst2")
     finetune.add_argument("--task", default="sentiment",
-                          help="sentiment, sentiment_score, qnli, mmlu, or glue:<NAME> with "
-                               "--data-dir (default: sentiment)")
+                          help="sentiment, sentiment_score, qnli, mmlu, squad, squad2, conll, "
+                               "or glue:<NAME> with --data-dir (default: sentiment)")
     start = finetune.add_mutually_exclusive_group()
     start.add_argument("--init", help="pretrained weights: a checkpoint dir or weights preset "
                                       "(default: minilm_l6_h384_uncased)")
@@ -238,7 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     finetune.add_argument("--epochs", type=int, default=3)
     finetune.add_argument("--steps", type=int, help="train this many steps instead of --epochs")
     finetune.add_argument("--batch-size", type=int, default=32)
-    finetune.add_argument("--sequence-length", type=int, default=128)
+    finetune.add_argument("--sequence-length", type=int,
+                          help="default 128 (SQuAD: 384)")
     finetune.add_argument("--learning-rate", type=float,
                           help="peak learning rate (default 5e-5; 1e-3 for --mode feature)")
     finetune.add_argument("--max-train-examples", type=int, help="train on a random subset")
@@ -260,11 +297,26 @@ def build_parser() -> argparse.ArgumentParser:
                "  kbert evaluate runs/sentiment --split dev --max-eval-examples 500")
     evaluate.add_argument("model", help="a kbert finetune output directory")
     evaluate.add_argument("--task", help="default: the task the model was trained on")
-    evaluate.add_argument("--split", default="test", choices=("train", "dev", "test"))
+    evaluate.add_argument("--split", choices=("train", "dev", "test"),
+                          help="default: test (SQuAD: dev, its only public split)")
     evaluate.add_argument("--data-dir", help="directory of a GLUE task's TSV files")
     evaluate.add_argument("--max-eval-examples", type=int, help="score a fixed subset")
     evaluate.add_argument("--output", help="default: MODEL/eval_SPLIT")
     evaluate.set_defaults(run=_evaluate)
+
+    predict = commands.add_parser(
+        "predict", help="answer a question or tag entities with a fine-tuned run",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Raw text in, answers out, with character spans: a SQuAD run takes "
+                    "--question and --context, a CoNLL run takes --text.",
+        epilog="examples:\n"
+               "  kbert predict runs/squad --question 'Who wrote it?' --context 'Ann wrote it.'\n"
+               "  kbert predict runs/ner --text 'Angela Merkel visited Paris.'")
+    predict.add_argument("model", help="a kbert finetune output directory (squad or conll)")
+    predict.add_argument("--text")
+    predict.add_argument("--question")
+    predict.add_argument("--context")
+    predict.set_defaults(run=_predict)
 
     export = commands.add_parser(
         "export", help="export a fine-tuned model for TensorFlow Serving",

@@ -62,3 +62,17 @@ def test_pretrain_from_the_command_line(tmp_path, capsys):
                      "--output", str(out)]) == 0
     assert "held-out: mlm_accuracy" in capsys.readouterr().out
     assert (out / "metrics.json").is_file() and (out / "model" / "config.json").is_file()
+
+
+def test_ner_finetune_evaluate_and_predict(tmp_path, capsys):
+    run = tmp_path / "ner"
+    assert cli.main(["finetune", "--task", "conll", "--preset", "tiny", "--steps", "2",
+                     "--batch-size", "8", "--max-train-examples", "32",
+                     "--max-eval-examples", "32", "--output", str(run)]) == 0
+    assert "test: precision" in capsys.readouterr().out
+    assert cli.main(["evaluate", str(run), "--split", "dev", "--max-eval-examples", "16"]) == 0
+    assert "dev: precision" in capsys.readouterr().out
+    assert cli.main(["predict", str(run), "--text", "Angela Merkel visited Paris."]) == 0
+    assert capsys.readouterr().out.lstrip().startswith("[")
+    assert cli.main(["predict", str(run), "--question", "Who?", "--context", "Ann."]) == 2
+    assert "give text" in capsys.readouterr().err

@@ -8,3 +8,5 @@ from kbert.models.classifier import BertClassifier
 from kbert.models.feature_extractor import BertFeatureExtractor, feature_classifier
 from kbert.models.multiple_choice import BertMultipleChoice
 from kbert.models.pretrainer import BertPretrainer
+from kbert.models.span_labeler import BertSpanLabeler
+from kbert.models.token_classifier import BertTokenClassifier

@@ -161,7 +161,6 @@ def pretrain(output, preset="mini", init=None, corpus=None, corpus_format="auto"
     scored; `profile_batches` e.g. (10, 20) to profile those batches in TensorBoard.
     """
     import keras
-    import tensorflow as tf
 
     from kbert.data.pretraining import pairs
     from kbert.data.pretraining.documents import corpus_documents, tokenize_documents

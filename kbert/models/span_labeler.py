@@ -1,0 +1,77 @@
+"""`BertSpanLabeler`: extractive question answering (SQuAD v1.1 / v2.0) on a `BertBackbone`."""
+
+import keras
+
+from kbert.models.backbone import BertBackbone
+from kbert.models.task import BertTask
+
+MASKED_LOGIT = -1e4  # fits float16; exp(-1e4) is 0 in every float type
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class MaskedSpanLogits(keras.layers.Layer):
+    """[batch, seq, 2] logits and the int padding mask → start and end logits [batch, seq],
+    padding positions set to `MASKED_LOGIT`."""
+
+    def call(self, logits, padding_mask):
+        mask = keras.ops.cast(padding_mask, "bool")
+        fill = keras.ops.cast(MASKED_LOGIT, logits.dtype)
+        start = keras.ops.where(mask, logits[..., 0], fill)
+        end = keras.ops.where(mask, logits[..., 1], fill)
+        return start, end
+
+    def compute_output_spec(self, logits, padding_mask):
+        spec = keras.KerasTensor(logits.shape[:-1], dtype=logits.dtype)
+        return spec, spec
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertSpanLabeler(BertTask):
+    """The paper's SQuAD model: one dense layer (2 units) on every final hidden state gives a
+    start and an end logit per token; the answer is the span maximising start + end.
+
+    Inputs: the backbone's dict for `[CLS] question [SEP] context [SEP]`
+    (`kbert.data.squad.squad_features` builds it, long contexts as overlapping windows).
+    Outputs: {"start_logits", "end_logits"}, float [batch, seq], padding positions at -1e4.
+    SQuAD v2.0's "no answer" is the span ([CLS], [CLS]) at position 0.
+
+    Targets for `fit`: {"start_logits": start index [batch], "end_logits": end index [batch]}.
+    `compile()` defaults: the mean of the start and end cross-entropies (the paper's loss) and
+    `start_accuracy` / `end_accuracy`. `kbert.data.squad.decode_answers` turns the logits
+    into answer text.
+
+    >>> model = BertSpanLabeler(BertBackbone(BertConfig.preset("tiny")))
+    """
+
+    def __init__(self, backbone: BertBackbone, **kwargs):
+        # === Layers ===
+        head = keras.layers.Dense(
+            2, dtype=backbone.dtype_policy, name="span_logits",
+            kernel_initializer=keras.initializers.TruncatedNormal(
+                stddev=backbone.config.initializer_range))
+        split = MaskedSpanLogits(dtype=backbone.dtype_policy, name="masked_span_logits")
+
+        # === Functional graph ===
+        inputs = dict(backbone.input)
+        sequence = backbone(inputs)["sequence_output"]
+        start, end = split(head(sequence), inputs["padding_mask"])
+        outputs = {"start_logits": start, "end_logits": end}
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        # === Config ===
+        self.backbone = backbone
+        self.span_head = head
+        self.span_split = split
+
+    def compile(self, optimizer="adam", loss=None, loss_weights=None, metrics=None, **kwargs):
+        """Compiles with the paper's loss and start/end accuracy unless others are given."""
+        if loss is None:
+            loss = {k: keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+                    for k in ("start_logits", "end_logits")}
+            if loss_weights is None:
+                loss_weights = {"start_logits": 0.5, "end_logits": 0.5}
+        if metrics is None:
+            metrics = {"start_logits": [keras.metrics.SparseCategoricalAccuracy("accuracy")],
+                       "end_logits": [keras.metrics.SparseCategoricalAccuracy("accuracy")]}
+        super().compile(optimizer=optimizer, loss=loss, loss_weights=loss_weights,
+                        metrics=metrics, **kwargs)

@@ -1,0 +1,142 @@
+import json
+import subprocess
+import sys
+
+import keras
+import pytest
+
+from kbert.data.conll import read_conll
+from kbert.models.span_labeler import BertSpanLabeler
+from kbert.models.token_classifier import BertTokenClassifier
+from kbert.training.finetune_spans import (
+    evaluate_span_run,
+    finetune_conll,
+    finetune_squad,
+    finetune_task,
+    predict_from_dir,
+    split_words,
+    squad_splits,
+)
+from tests.spans.helpers import squad_json
+from tests.spans.test_squad_data import CONTEXT
+
+OTHER = "The museum of art opened in London in 1990. It shows cats and dogs."
+QUESTIONS = [("Where was Peter Smith born?", "Paris"), ("What flows through Paris?", "Seine"),
+             ("Who visited the tower?", "John"), ("Where is the art museum?", "Berlin")]
+
+
+def _squad_dir(tmp_path):
+    articles = [("Paris", [(CONTEXT, [(f"p{i}", q, [(a, None)])
+                                      for i, (q, a) in enumerate(QUESTIONS)])]),
+                ("London", [(OTHER, [("l0", "When did the museum open?", [("1990", None)]),
+                                     ("l1", "Where is the museum?", [("London", None)])])])]
+    for split in ("train", "dev"):
+        squad_json(tmp_path / f"{split}-v1.1.json", articles)
+    return tmp_path
+
+
+def _common(tmp_path, name):
+    return dict(init="tiny", output_dir=tmp_path / name, steps=2, batch_size=4, verbose=0)
+
+
+@pytest.mark.slow
+def test_finetune_squad_v1_writes_metrics_logs_model_and_predicts(tmp_path):
+    data = _squad_dir(tmp_path)
+    metrics = finetune_squad("1.1", data_dir=data, sequence_length=48, doc_stride=16,
+                             max_query_length=12, **_common(tmp_path, "run"))
+    run = tmp_path / "run"
+    assert json.loads((run / "metrics.json").read_text()) == json.loads(json.dumps(metrics))
+    assert 0 <= metrics["exact_match"] <= metrics["f1"] <= 100
+    assert metrics["total"] == 6 and metrics["eval_split"] == "dev"
+    assert metrics["sizes"]["train_features"] > 6  # windows
+    assert list((run / "logs").rglob("events.out.tfevents.*"))
+    assert isinstance(keras.saving.load_model(run / "model.keras"), BertSpanLabeler)
+    assert set(json.loads((run / "predictions.json").read_text())) == {
+        "p0", "p1", "p2", "p3", "l0", "l1"}
+    answer = predict_from_dir(run, question="Where was Peter Smith born?", context=CONTEXT)
+    assert answer["answer"] and CONTEXT[answer["start"]:answer["end"]] == answer["answer"]
+    with pytest.raises(ValueError, match="question and context"):
+        predict_from_dir(run, text="Peter")
+    # a fresh process (nothing imported yet) loads the run too
+    code = ("import sys; from kbert.training.finetune_spans import predict_from_dir; "
+            "print(predict_from_dir(sys.argv[1], question='Who?', context='Peter went.')"
+            "['answer'])")
+    done = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] in "Peter went."
+    with pytest.raises(ValueError, match="Context 0 is empty"):
+        predict_from_dir(run, question="Who?", context=" ")
+
+
+@pytest.mark.slow
+def test_finetune_squad2_from_v1_with_unanswerable_questions(tmp_path):
+    data = _squad_dir(tmp_path)
+    splits = squad_splits("2.0", data)
+    assert len(splits["dev"]) == 9 and sum(e.is_impossible for e in splits["dev"]) == 3
+    assert all(e.context != CONTEXT for e in splits["dev"]
+               if e.is_impossible and e.title == "London" and e.id.startswith("p"))
+    metrics = finetune_task("squad2", data_dir=data, sequence_length=64, max_query_length=12,
+                            mode=None, **_common(tmp_path, "run2"))
+    assert metrics["version"] == "2.0" and metrics["task"] == "squad2"
+    assert metrics["no_answer_total"] == 3 and metrics["has_answer_total"] == 6
+    assert "best_f1_threshold" in metrics and metrics["best_f1"] >= metrics["f1"] - 1e-9
+    # a threshold above every diff answers everything; below every diff abstains
+    answer = predict_from_dir(tmp_path / "run2", question="Where was Peter Smith born?",
+                              context=CONTEXT, null_threshold=-1e9)
+    assert answer["answer"] == "" and answer["start"] == -1
+    answer = predict_from_dir(tmp_path / "run2", question="Where was Peter Smith born?",
+                              context=CONTEXT, null_threshold=1e9)
+    assert answer["answer"] and CONTEXT[answer["start"]:answer["end"]] == answer["answer"]
+
+
+def _conll_dir(tmp_path):
+    # IOB1, as the original shared-task files
+    sentence = ("-DOCSTART- -X- -X- O\n\nPeter NNP I-NP I-PER\nSmith NNP I-NP I-PER\n"
+                "visited VBD I-VP O\nParis NNP I-NP I-LOC\n. . O O\n\n"
+                "John NNP I-NP I-PER\nlives VBZ I-VP O\nin IN I-PP O\nBerlin NNP I-NP I-LOC\n\n")
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        (tmp_path / name).write_text(sentence * 3)
+    return tmp_path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["finetune", "feature"])
+def test_finetune_conll_writes_entity_scores_and_tags_raw_text(tmp_path, mode):
+    data = _conll_dir(tmp_path)
+    assert read_conll(data / "train.txt")[1] == "iob1"
+    metrics = finetune_conll(data_dir=data, mode=mode, sequence_length=32,
+                             **_common(tmp_path, mode))
+    run = tmp_path / mode
+    assert json.loads((run / "metrics.json").read_text()) == json.loads(json.dumps(metrics))
+    for split in ("dev", "test"):
+        assert {"precision", "recall", "f1", "per_type"} <= set(metrics[split])
+    assert metrics["f1"] == metrics["test"]["f1"] and metrics["test"]["gold"] == 12
+    assert metrics["label_names"][0] == "O" and len(metrics["label_names"]) == 9
+    if mode == "feature":
+        assert metrics["sizes"]["trainable_parameters"] < metrics["sizes"]["parameters"] / 10
+    model = keras.saving.load_model(run / "model.keras")
+    assert isinstance(model, BertTokenClassifier) and model.is_feature_based == (mode == "feature")
+    text = "Peter Smith visited Paris, and John lives in Berlin."
+    entities = predict_from_dir(run, text=text)
+    for entity in entities:
+        assert text[entity["start"]:entity["end"]] == entity["text"]
+        assert entity["type"] in {"PER", "LOC", "ORG", "MISC"}
+    assert predict_from_dir(run, text=["", text])[0] == []
+    if mode == "finetune":
+        scores = evaluate_span_run(run, "dev", data_dir=data)
+        assert scores["examples"] == 6 and scores["f1"] == pytest.approx(metrics["dev"]["f1"])
+
+
+def test_split_words_keeps_character_spans():
+    text = "U.S. envoy Jean-Pierre's visit, 1996-08-22."
+    words, spans = split_words(text)
+    assert words == ["U.S", ".", "envoy", "Jean-Pierre's", "visit", ",", "1996-08-22", "."]
+    assert [text[s:e] for s, e in spans] == words
+
+
+def test_unknown_task_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="squad, squad2, conll"):
+        finetune_task("swag", output_dir=tmp_path)
+    with pytest.raises(ValueError, match="version"):
+        finetune_squad("3.0", output_dir=tmp_path)

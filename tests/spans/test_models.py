@@ -1,0 +1,115 @@
+import keras
+import numpy as np
+import pytest
+
+from kbert import BertBackbone
+from kbert.data.conll import TaggedSentence, conll_features, decode_tags, tagging_dataset
+from kbert.data.squad import SquadExample, span_dataset, squad_features
+from kbert.models.span_labeler import BertSpanLabeler
+from kbert.models.token_classifier import BertTokenClassifier
+from tests.conftest import make_inputs
+from tests.spans.helpers import VOCAB, tiny_config, tokenizer
+
+LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+SENTENCES = [TaggedSentence("Peter Smith visited Paris .".split(),
+                            ["B-PER", "I-PER", "O", "B-LOC", "O"]),
+             TaggedSentence("John lives in unbelievable Berlin".split(),
+                            ["B-PER", "O", "O", "O", "B-LOC"])]
+
+
+def test_span_labeler_outputs_and_masking(tiny_config):
+    model = BertSpanLabeler(BertBackbone(tiny_config))
+    x = make_inputs()
+    out = model(x)
+    assert set(out) == {"start_logits", "end_logits"}
+    for logits in out.values():
+        logits = np.asarray(logits)
+        assert logits.shape == (3, 10)
+        assert (logits[x["padding_mask"] == 0] == -1e4).all()
+        assert (np.abs(logits[x["padding_mask"] == 1]) < 100).all()
+
+
+def test_span_labeler_round_trip_and_fit(tmp_path):
+    tok = tokenizer()
+    model = BertSpanLabeler(BertBackbone(tiny_config()))
+    context = "peter smith was born in paris in 1990."
+    examples = [SquadExample("q", "who was born in paris?", context,
+                             [("peter smith", 0)])] * 4
+    features = squad_features(examples, tok, sequence_length=32, max_query_length=8)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    history = model.fit(span_dataset(features, batch_size=2), epochs=2, verbose=0)
+    assert {"start_logits_accuracy", "end_logits_accuracy"} <= set(history.history)
+    x = {k: features[k][:2] for k in ("token_ids", "segment_ids", "padding_mask")}
+    model.save(tmp_path / "span.keras")
+    loaded = keras.saving.load_model(tmp_path / "span.keras")
+    assert isinstance(loaded, BertSpanLabeler)
+    for key in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(loaded(x)[key], model(x)[key], atol=1e-5)
+
+
+def test_token_features_label_first_sub_tokens_only():
+    tok = tokenizer()
+    f = conll_features(SENTENCES, tok, sequence_length=16, label_names=LABELS)
+    # "unbelievable" → un ##believ ##able: one label, two ignored sub-tokens
+    row = f["word_index"][1]
+    assert list(row[row >= 0]) == [0, 1, 2, 3, 4]
+    first = np.nonzero(row == 3)[0][0]
+    assert f["label_weights"][1, first] == 1
+    assert (f["label_weights"][1, first + 1:first + 3] == 0).all()
+    assert [LABELS[i] for i in f["labels"][1][row >= 0]] == SENTENCES[1].tags
+    assert f["label_weights"][:, 0].sum() == 0  # [CLS]
+    assert f["truncated_words"] == 0
+    # the gold labels decode back to the gold tags
+    logits = np.eye(len(LABELS))[f["labels"]]
+    assert decode_tags(logits, f["word_index"], [5, 5], LABELS) == [s.tags for s in SENTENCES]
+    # a sentence longer than the sequence: the cut-off words decode to "O"
+    short = conll_features(SENTENCES, tok, sequence_length=6, label_names=LABELS)
+    assert short["truncated_words"] == 2  # "." and "Berlin"
+    tags = decode_tags(np.eye(len(LABELS))[short["labels"]], short["word_index"], [5, 5], LABELS)
+    assert tags[0] == ["B-PER", "I-PER", "O", "B-LOC", "O"] and tags[1][3:] == ["O", "O"]
+
+
+def test_ignored_sub_tokens_do_not_change_loss_or_accuracy():
+    tok = tokenizer()
+    model = BertTokenClassifier(BertBackbone(tiny_config()), label_names=LABELS)
+    model.compile()
+    f = conll_features(SENTENCES, tok, sequence_length=16, label_names=LABELS)
+    before = model.evaluate(tagging_dataset(f, 2), verbose=0, return_dict=True)
+    changed = dict(f, labels=np.where(f["label_weights"] > 0, f["labels"], 3))
+    after = model.evaluate(tagging_dataset(changed, 2), verbose=0, return_dict=True)
+    assert before == pytest.approx(after)
+    logits = np.asarray(model({k: f[k] for k in ("token_ids", "segment_ids", "padding_mask")}))
+    assert logits.shape == (2, 16, 5)
+
+
+def test_token_classifier_round_trip(tmp_path):
+    model = BertTokenClassifier(BertBackbone(tiny_config()), label_names=LABELS, dropout=0.2)
+    assert model.num_classes == 5
+    x = make_inputs(vocab_size=len(VOCAB))
+    model.save(tmp_path / "tok.keras")
+    loaded = keras.saving.load_model(tmp_path / "tok.keras")
+    assert loaded.label_names == LABELS and loaded.dropout == 0.2
+    np.testing.assert_allclose(loaded(x), model(x), atol=1e-5)
+    with pytest.raises(ValueError, match="label_names"):
+        BertTokenClassifier(BertBackbone(tiny_config()), num_classes=3, label_names=LABELS)
+
+
+def test_feature_based_tagger_trains_only_the_bilstm_and_head(tmp_path):
+    tok = tokenizer()
+    backbone = BertBackbone(tiny_config())
+    model = BertTokenClassifier(backbone, label_names=LABELS, feature_layers=(-2, -1),
+                                lstm_units=8)
+    assert model.is_feature_based
+    trainable = {v.path.split("/")[0] for v in model.trainable_weights}
+    assert trainable == {"bilstm", "classifier"}
+    frozen = [np.array(w) for w in model.backbone.weights]
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    f = conll_features(SENTENCES, tok, sequence_length=16, label_names=LABELS)
+    model.fit(tagging_dataset(f, 2), epochs=2, verbose=0)
+    for w, before in zip(model.backbone.weights, frozen):
+        np.testing.assert_array_equal(np.array(w), before)
+    x = {k: f[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    model.save(tmp_path / "feat.keras")
+    loaded = keras.saving.load_model(tmp_path / "feat.keras")
+    assert loaded.feature_layers == (-2, -1)
+    np.testing.assert_allclose(loaded(x), model(x), atol=1e-5)
