@@ -13,7 +13,6 @@ import json
 import math
 import os
 import pathlib
-import random
 import time
 
 import keras
@@ -27,6 +26,7 @@ from kbert.evaluation.classification import (
     regression_metrics,
 )
 from kbert.training.optimizer import make_optimizer
+from kbert.training.runs import subset
 
 MODES = ("finetune", "feature")
 EVAL_SEED = 1234  # fixed, so that every run scores the same eval subset
@@ -75,12 +75,6 @@ def build_model(task: Task, backbone, mode="finetune", dropout=0.1):
     if task.kind == "multiple_choice":
         return BertMultipleChoice(backbone, num_choices=task.num_classes, dropout=dropout)
     return BertClassifier(backbone, num_classes=task.num_classes, dropout=dropout)
-
-
-def _subset(examples, limit, seed):
-    if limit is None or limit >= len(examples):
-        return list(examples)
-    return random.Random(seed).sample(list(examples), limit)
 
 
 def predict(model, examples, preprocessor, kind, batch_size=64):
@@ -142,8 +136,8 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
     keras.utils.set_random_seed(seed)
 
     task = task if isinstance(task, Task) else load_task(task, data_dir)
-    train = _subset(task.splits["train"], max_train_examples, seed)
-    held_out = {split: _subset(task.splits[split], max_eval_examples, EVAL_SEED)
+    train = subset(task.splits["train"], max_train_examples, seed)
+    held_out = {split: subset(task.splits[split], max_eval_examples, EVAL_SEED)
                 for split in ("dev", "test") if task.splits.get(split)}
 
     backbone, tokenizer = build_backbone(init)
@@ -227,7 +221,7 @@ def evaluate_run(run_dir, task=None, split="test", data_dir=None, max_eval_examp
     model = keras.saving.load_model(run_dir / "model.keras", safe_mode=True)
     preprocessor = BertPreprocessor(BertTokenizer.from_pretrained(run_dir),
                                     sequence_length=trained["settings"]["sequence_length"])
-    examples = _subset(task.splits[split], max_eval_examples, EVAL_SEED)
+    examples = subset(task.splits[split], max_eval_examples, EVAL_SEED)
     return {**evaluate(model, examples, preprocessor, task, batch_size), "split": split,
             "task": task.name, "examples": len(examples)}
 

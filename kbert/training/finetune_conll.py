@@ -10,7 +10,7 @@ import numpy as np
 
 from kbert.training.finetune import EVAL_SEED, build_backbone
 from kbert.training.optimizer import make_optimizer
-from kbert.training.span_runs import subset, steps_and_epochs, fit_with_logs, save_run
+from kbert.training.runs import subset, steps_and_epochs, fit_with_logs, save_run
 
 
 def evaluate_conll(model, features, sentences, label_names, batch_size=64):

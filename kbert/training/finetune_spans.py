@@ -31,7 +31,7 @@ from kbert.training.finetune_conll import (evaluate_conll, finetune_conll, split
                                            tag_entities)
 from kbert.training.finetune_squad import (SQUAD_TASKS, answer_questions, evaluate_squad,
                                            finetune_squad, squad_splits)
-from kbert.training.span_runs import subset
+from kbert.training.runs import subset
 
 
 def finetune_task(task, **kwargs):

@@ -8,7 +8,7 @@ import keras
 
 from kbert.training.finetune import EVAL_SEED, build_backbone
 from kbert.training.optimizer import make_optimizer
-from kbert.training.span_runs import subset, steps_and_epochs, fit_with_logs, save_run
+from kbert.training.runs import subset, steps_and_epochs, fit_with_logs, save_run
 
 SQUAD_TASKS = {"squad": "1.1", "squad2": "2.0"}
 

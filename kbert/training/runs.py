@@ -1,5 +1,5 @@
-"""What the span and tagging fine-tuning runs share: subsets, step counts, fit with
-TensorBoard logs, and the files a saved run holds."""
+"""What fine-tuning runs share: fixed subsets, step counts, fit with TensorBoard logs, and the
+files a saved span or tagging run holds."""
 
 import json
 import math
