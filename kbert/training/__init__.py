@@ -1,9 +1,9 @@
 """Training utilities: BERT's optimizer recipe and the fine-tuning driver."""
 
 from kbert.training.finetune import finetune, lr_sweep
-from kbert.training.lamb import Lamb, WarmupPolynomialDecay
-from kbert.training.optimizer import LinearWarmupLinearDecay, make_optimizer, no_decay_variables
+from kbert.training.lamb import Lamb
+from kbert.training.optimizer import WarmupPolynomialDecay, make_optimizer, no_decay_variables
 from kbert.training.pretrain import pretrain
 
-__all__ = ["LinearWarmupLinearDecay", "make_optimizer", "no_decay_variables", "finetune",
-           "lr_sweep", "pretrain", "Lamb", "WarmupPolynomialDecay"]
+__all__ = ["WarmupPolynomialDecay", "make_optimizer", "no_decay_variables", "Lamb", "finetune",
+           "lr_sweep", "pretrain"]

@@ -1,12 +1,5 @@
-"""Pre-training optimizer pieces beside `kbert.training.optimizer`: warmup + polynomial decay,
-and LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning"), the optimizer of
-large-batch BERT pre-training.
-
-`WarmupPolynomialDecay` at step s (the update about to be taken), w warmup steps, T total:
-    lr(s) = peak * s / w                                    for s < w
-    lr(s) = (peak - end) * (1 - (s - w) / (T - w))^power + end   for w <= s <= T (end after T)
-`power=1, end=0` is the linear decay of the paper (and of Google's `run_pretraining.py`, which
-calls it polynomial decay with power 1.0).
+"""LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning"), the optimizer of
+large-batch BERT pre-training; its schedule is `kbert.training.optimizer.WarmupPolynomialDecay`.
 
 `Lamb` per variable, with Adam moments m, v (bias-corrected m̂, v̂):
     u = m̂ / (sqrt(v̂) + ε) + λ·w          (λ only where weight decay applies)
@@ -18,39 +11,6 @@ BERT) are excluded from the layer adaptation too, as in the reference implementa
 
 import keras
 from keras import ops
-
-
-@keras.saving.register_keras_serializable(package="kbert")
-class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warmup to `peak_learning_rate` over `warmup_steps`, then polynomial decay to
-    `end_learning_rate` at `total_steps` (see the module docstring)."""
-
-    def __init__(self, peak_learning_rate, total_steps, warmup_steps=0, power=1.0,
-                 end_learning_rate=0.0):
-        if total_steps <= 0:
-            raise ValueError(f"total_steps must be positive, got {total_steps}.")
-        if not 0 <= warmup_steps <= total_steps:
-            raise ValueError(f"warmup_steps must be in [0, total_steps], got {warmup_steps}.")
-        self.peak_learning_rate = float(peak_learning_rate)
-        self.total_steps = int(total_steps)
-        self.warmup_steps = int(warmup_steps)
-        self.power = float(power)
-        self.end_learning_rate = float(end_learning_rate)
-
-    def __call__(self, step):
-        step = ops.cast(step, "float32")
-        warmup = float(max(self.warmup_steps, 1))
-        span = float(max(self.total_steps - self.warmup_steps, 1))
-        rising = self.peak_learning_rate * step / warmup
-        progress = ops.clip((step - self.warmup_steps) / span, 0.0, 1.0)
-        falling = ((self.peak_learning_rate - self.end_learning_rate)
-                   * ops.power(1.0 - progress, self.power) + self.end_learning_rate)
-        return ops.where(step < self.warmup_steps, rising, falling)
-
-    def get_config(self):
-        return {"peak_learning_rate": self.peak_learning_rate, "total_steps": self.total_steps,
-                "warmup_steps": self.warmup_steps, "power": self.power,
-                "end_learning_rate": self.end_learning_rate}
 
 
 @keras.saving.register_keras_serializable(package="kbert")

@@ -7,10 +7,12 @@ The recipe of the paper and of Google's `optimization.py`:
     LayerNorm scales/offsets (`gamma`, `beta`) nor to biases;
   * gradients clipped to a global norm of 1.0.
 
-The schedule at step s (counted from 0, the step the optimizer is about to take), with
-w = warmup steps and T = total steps:
-    lr(s) = peak * s / w                       for s < w
-    lr(s) = peak * max(0, (T - s) / (T - w))   for s >= w
+The schedule (`WarmupPolynomialDecay`) at step s (counted from 0, the step the optimizer is
+about to take), with w = warmup steps and T = total steps:
+    lr(s) = peak * s / w                                          for s < w
+    lr(s) = (peak - end) * (1 - (s - w) / (T - w))^power + end    for w <= s <= T (end after T)
+`power=1, end=0` is the paper's linear decay (Google's code calls it polynomial decay with
+power 1.0); pre-training may use other powers.
 Keras' AdamW applies the decay as `var -= var * weight_decay * lr(s)`, so the decay follows the
 schedule too, as in Google's implementation.
 """
@@ -24,11 +26,12 @@ the underlying `tf.Variable`, the full path "embeddings/layer_norm/gamma:0"."""
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warmup from 0 to `peak_learning_rate` over `warmup_steps`, then linear decay to 0
-    at `total_steps` (and 0 after it)."""
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup to `peak_learning_rate` over `warmup_steps`, then polynomial decay to
+    `end_learning_rate` at `total_steps` (see the module docstring)."""
 
-    def __init__(self, peak_learning_rate, total_steps, warmup_steps):
+    def __init__(self, peak_learning_rate, total_steps, warmup_steps=0, power=1.0,
+                 end_learning_rate=0.0):
         if total_steps <= 0:
             raise ValueError(f"total_steps must be positive, got {total_steps}.")
         if not 0 <= warmup_steps <= total_steps:
@@ -36,19 +39,23 @@ class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.peak_learning_rate = float(peak_learning_rate)
         self.total_steps = int(total_steps)
         self.warmup_steps = int(warmup_steps)
+        self.power = float(power)
+        self.end_learning_rate = float(end_learning_rate)
 
     def __call__(self, step):
         step = keras.ops.cast(step, "float32")
-        peak = self.peak_learning_rate
         warmup = float(max(self.warmup_steps, 1))
-        decay_span = float(max(self.total_steps - self.warmup_steps, 1))
-        rising = peak * step / warmup
-        falling = peak * keras.ops.maximum(0.0, (self.total_steps - step) / decay_span)
+        span = float(max(self.total_steps - self.warmup_steps, 1))
+        rising = self.peak_learning_rate * step / warmup
+        progress = keras.ops.clip((step - self.warmup_steps) / span, 0.0, 1.0)
+        falling = ((self.peak_learning_rate - self.end_learning_rate)
+                   * keras.ops.power(1.0 - progress, self.power) + self.end_learning_rate)
         return keras.ops.where(step < self.warmup_steps, rising, falling)
 
     def get_config(self):
         return {"peak_learning_rate": self.peak_learning_rate, "total_steps": self.total_steps,
-                "warmup_steps": self.warmup_steps}
+                "warmup_steps": self.warmup_steps, "power": self.power,
+                "end_learning_rate": self.end_learning_rate}
 
 
 def no_decay_variables(model):
@@ -70,7 +77,7 @@ def make_optimizer(learning_rate, total_steps, warmup_fraction=0.1, weight_decay
     which holds for every kbert layer. `clipnorm` is a global-norm clip (None: no clipping).
     """
     warmup_steps = int(round(warmup_fraction * total_steps))
-    schedule = LinearWarmupLinearDecay(learning_rate, total_steps, warmup_steps)
+    schedule = WarmupPolynomialDecay(learning_rate, total_steps, warmup_steps)
     optimizer = keras.optimizers.AdamW(
         learning_rate=schedule, weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2,
         epsilon=epsilon, global_clipnorm=clipnorm)

@@ -89,18 +89,15 @@ def make_pretraining_optimizer(model, learning_rate, total_steps, optimizer="ada
     clipping, optional gradient accumulation, and a loss-scale wrapper for float16."""
     import keras
 
-    from kbert.training.lamb import Lamb, WarmupPolynomialDecay
-    from kbert.training.optimizer import LinearWarmupLinearDecay, no_decay_variables
+    from kbert.training.lamb import Lamb
+    from kbert.training.optimizer import WarmupPolynomialDecay, no_decay_variables
 
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
     if warmup_steps is None:
         warmup_steps = int(round(warmup_fraction * total_steps))
     warmup_steps = min(int(warmup_steps), int(total_steps))
-    if decay_power == 1.0:
-        schedule = LinearWarmupLinearDecay(learning_rate, total_steps, warmup_steps)
-    else:
-        schedule = WarmupPolynomialDecay(learning_rate, total_steps, warmup_steps, decay_power)
+    schedule = WarmupPolynomialDecay(learning_rate, total_steps, warmup_steps, decay_power)
     accumulation = gradient_accumulation_steps if gradient_accumulation_steps > 1 else None
     common = dict(learning_rate=schedule, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                   global_clipnorm=clipnorm, gradient_accumulation_steps=accumulation)

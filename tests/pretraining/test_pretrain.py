@@ -79,7 +79,7 @@ def test_no_weight_decay_on_layernorm_and_bias():
 
     from kbert.models.backbone import BertBackbone
     from kbert.models.pretrainer import BertPretrainer
-    from kbert.training.lamb import WarmupPolynomialDecay
+    from kbert.training.optimizer import WarmupPolynomialDecay
     from kbert.training.pretrain import make_pretraining_optimizer
 
     model = BertPretrainer(BertBackbone(small_config()))

@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 
 from kbert import BertBackbone
-from kbert.training import LinearWarmupLinearDecay, make_optimizer, no_decay_variables
+from kbert.training import WarmupPolynomialDecay, make_optimizer, no_decay_variables
 
 
 def test_schedule_matches_hand_computation():
-    schedule = LinearWarmupLinearDecay(2e-5, total_steps=100, warmup_steps=10)
+    schedule = WarmupPolynomialDecay(2e-5, total_steps=100, warmup_steps=10)
     expected = {0: 0.0, 1: 2e-6, 5: 1e-5, 10: 2e-5, 11: 2e-5 * 89 / 90, 55: 1e-5,
                 99: 2e-5 / 90, 100: 0.0, 150: 0.0}
     for step, value in expected.items():
@@ -20,7 +20,7 @@ def test_make_optimizer_uses_ten_percent_warmup_and_clipping():
         optimizer, "learning_rate_schedule") else optimizer._learning_rate
     assert schedule.warmup_steps == 100 and schedule.total_steps == 1000
     assert optimizer.global_clipnorm == 1.0 and optimizer.weight_decay == 0.01
-    restored = LinearWarmupLinearDecay.from_config(schedule.get_config())
+    restored = WarmupPolynomialDecay.from_config(schedule.get_config())
     assert float(restored(300)) == pytest.approx(float(schedule(300)))
 
 
