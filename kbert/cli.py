@@ -133,7 +133,10 @@ def _evaluate(args) -> int:
     output = pathlib.Path(args.output or run / f"eval_{split}")
     output.mkdir(parents=True, exist_ok=True)
     (output / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    print(f"{split}: " + _format(metrics))
+    label = " ".join(str(x) for x in (metrics.get("task"), split) if x)
+    if "examples" in metrics:
+        label += f" ({metrics['examples']} examples)"
+    print(f"{label}: " + _format(metrics))
     print(f"Wrote {output}/metrics.json")
     return 0
 
