@@ -26,6 +26,7 @@ _PUBLIC = {
     "BertPreprocessor": "kbert.text.preprocessor",
     "train_vocabulary": "kbert.text.vocab",
     "convert": "kbert.convert",
+    "viz": "kbert.viz",
 }
 
 
