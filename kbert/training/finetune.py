@@ -26,7 +26,7 @@ from kbert.evaluation.classification import (
     regression_metrics,
 )
 from kbert.training.optimizer import make_optimizer
-from kbert.training.runs import subset
+from kbert.training.runs import save_model_and_tokenizer, subset
 
 MODES = ("finetune", "feature")
 EVAL_SEED = 1234  # fixed, so that every run scores the same eval subset
@@ -173,11 +173,7 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
     eval_seconds = time.perf_counter() - start
     final_split = "test" if "test" in results else "dev"
 
-    model.save(output_dir / "model.keras")
-    (output_dir / "vocab.txt").write_text("\n".join(tokenizer.get_vocabulary()) + "\n",
-                                          encoding="utf-8")
-    (output_dir / "kbert_tokenizer.json").write_text(
-        json.dumps({"lowercase": tokenizer.lowercase}) + "\n", encoding="utf-8")
+    save_model_and_tokenizer(model, tokenizer, output_dir)
     metrics = {
         **results[final_split],
         "eval_split": final_split,

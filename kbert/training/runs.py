@@ -38,13 +38,20 @@ def fit_with_logs(model, dataset, epochs, steps_per_epoch, output_dir, verbose):
     return history, time.perf_counter() - start
 
 
-def save_run(model, tokenizer, output_dir, task_info, metrics, predictions):
+def save_model_and_tokenizer(model, tokenizer, output_dir):
+    """model.keras, and the tokenizer as `BertTokenizer.from_pretrained(output_dir)` reads it
+    back: vocab.txt and its casing in kbert_tokenizer.json."""
     model.save(output_dir / "model.keras")
     (output_dir / "vocab.txt").write_text("\n".join(tokenizer.get_vocabulary()) + "\n",
                                           encoding="utf-8")
+    (output_dir / "kbert_tokenizer.json").write_text(
+        json.dumps({"lowercase": tokenizer.lowercase}) + "\n", encoding="utf-8")
+
+
+def save_run(model, tokenizer, output_dir, task_info, metrics, predictions):
+    save_model_and_tokenizer(model, tokenizer, output_dir)
     task_info = {**task_info, "lowercase": tokenizer.lowercase}
     for name, value in (("task.json", task_info), ("metrics.json", metrics),
-                        ("predictions.json", predictions),
-                        ("kbert_tokenizer.json", {"lowercase": tokenizer.lowercase})):
+                        ("predictions.json", predictions)):
         with open(output_dir / name, "w", encoding="utf-8") as f:
             json.dump(value, f, indent=2)
