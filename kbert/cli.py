@@ -79,6 +79,9 @@ SPAN_TASKS = ("squad", "squad2", "conll")
 def _finetune(args) -> int:
     """Fine-tunes on one task with the paper's recipe; metrics land in OUTPUT/metrics.json."""
     init = args.init or args.preset or "minilm_l6_h384_uncased"
+    if args.attention_images and args.task in SPAN_TASKS:
+        raise ValueError(f"--attention-images works with sentence and pair tasks, not with "
+                         f"{args.task}.")
     common = dict(init=init, output_dir=args.output, epochs=args.epochs, steps=args.steps,
                   batch_size=args.batch_size, learning_rate=args.learning_rate,
                   max_train_examples=args.max_train_examples,
@@ -93,7 +96,7 @@ def _finetune(args) -> int:
         from kbert.training.finetune import finetune
 
         metrics = finetune(task=args.task, sequence_length=args.sequence_length or 128,
-                           **common)
+                           attention_sentence=args.attention_images, **common)
     _print_metrics(metrics, args.output)
     return 0
 
@@ -265,7 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
                "  kbert finetune --task qnli --max-train-examples 20000 --output runs/qnli\n"
                "  kbert finetune --task conll --steps 400 --learning-rate 1e-4 --output runs/ner\n"
                "  kbert finetune --task squad --max-train-examples 4000 --output runs/squad\n"
-               "  kbert finetune --task glue:SST-2 --data-dir glue/SST-2 --output runs/sst2")
+               "  kbert finetune --task glue:SST-2 --data-dir glue/SST-2 --output runs/sst2\n"
+               "  kbert finetune --steps 300 --attention-images 'A warm, funny film.' "
+               "--output runs/sentiment\n"
+               "  kbert finetune --config sentiment.yaml --seed 1   # flags beat the file")
     finetune.add_argument("--task", default="sentiment",
                           help="sentiment, sentiment_score, qnli, mmlu, squad, squad2, conll, "
                                "or glue:<NAME> with --data-dir (default: sentiment)")
@@ -287,6 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="feature: frozen BERT, last four layers into a BiLSTM")
     finetune.add_argument("--data-dir", help="directory of a GLUE task's TSV files")
     finetune.add_argument("--seed", type=int, default=0)
+    finetune.add_argument("--attention-images", metavar="SENTENCE",
+                          help="write SENTENCE's attention heatmaps to TensorBoard while "
+                               "training (OUTPUT/logs/attention)")
     finetune.add_argument("--output", default="runs/finetune")
     finetune.set_defaults(run=_finetune)
 
@@ -359,15 +368,142 @@ def build_parser() -> argparse.ArgumentParser:
     quick.add_argument("--output", default="runs/quickstart")
     quick.add_argument("--export-dir", default="saved_models/sentiment")
     quick.set_defaults(run=_quickstart)
+
+    for command in commands.choices.values():
+        command.add_argument("--config", metavar="FILE",
+                             help="a YAML or JSON file of this command's options (keys: option "
+                                  "names); flags given on the command line override it")
+    parser.commands = commands.choices  # for --config in parse()
     return parser
 
 
+_UNSET = object()  # stands for an exclusive option that the command line did not give
+
+
+def _read_config(path):
+    """The mapping in a YAML or JSON file (.json is read as JSON, anything else as YAML)."""
+    import json
+    import pathlib
+
+    import yaml
+
+    text = pathlib.Path(path).read_text(encoding="utf-8")
+    values = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+    if not isinstance(values, dict):
+        raise ValueError(f"{path} must hold a mapping of option names to values.")
+    return values
+
+
+def _config_value(action, value):
+    """`value` from a config file, checked and converted as argparse does a flag's."""
+    if value is None:  # `steps: null`: the option is not set
+        return None
+    if action.nargs == 0:  # a switch such as --whole-word
+        if not isinstance(value, bool):
+            raise ValueError(f"is a switch: give true or false, not {value!r}")
+        return value
+    if action.nargs in ("+", "*"):
+        return [_one_value(action, v) for v in (value if isinstance(value, list) else [value])]
+    return _one_value(action, value)
+
+
+def _one_value(action, value):
+    if isinstance(value, (list, dict)):
+        raise ValueError(f"takes one value, not {value!r}")
+    try:
+        value = (action.type or str)(str(value))  # YAML reads 1e-4 as a string, 5 as an int
+    except ValueError:
+        kind = {int: "an integer", float: "a number"}.get(action.type, action.type.__name__)
+        raise ValueError(f"takes {kind}, not {value!r}") from None
+    if action.choices and value not in action.choices:
+        raise ValueError(f"is one of {', '.join(map(str, action.choices))}, not {value!r}")
+    return value
+
+
+def parse(parser, argv):
+    """`parser.parse_args(argv)`, where a subcommand's `--config FILE` gives the defaults.
+
+    Options named in the file become defaults and need not be given; flags on the command line
+    override them. In a group of exclusive options (--steps | --epochs, --init | --preset), a
+    flag on the command line replaces the file's choice in that group.
+    """
+    command = parser.commands.get(argv[0]) if argv else None
+    peek = argparse.ArgumentParser(prog=f"kbert {argv[0]}" if command else "kbert",
+                                   add_help=False)
+    peek.add_argument("--config")
+    path = peek.parse_known_args(argv[1:])[0].config if command else None
+    if path is None:
+        return parser.parse_args(argv)
+
+    options = {a.dest: a for a in command._actions
+               if a.option_strings and a.dest not in ("help", "config")}
+    values = {}
+    for name, value in _read_config(path).items():
+        dest = str(name).replace("-", "_")
+        if dest not in options:
+            raise ValueError(f"{path}: unknown option {name!r} for `kbert {argv[0]}`; valid "
+                             f"options: {', '.join(d.replace('_', '-') for d in options)}.")
+        try:
+            values[dest] = _config_value(options[dest], value)
+        except ValueError as error:
+            raise ValueError(f"{path}: {name} {error}.") from None
+        options[dest].required = False
+
+    groups = []  # the exclusive groups the file has a say in, as lists of dests
+    for group in command._mutually_exclusive_groups:
+        dests = [a.dest for a in group._group_actions]
+        in_file = [dest for dest in dests if dest in values]
+        if len(in_file) > 1:
+            raise ValueError(f"{path}: give only one of {', '.join(in_file)}.")
+        if in_file:
+            group.required = False
+            groups.append(dests)
+    grouped = {dest: options[dest].default for dests in groups for dest in dests}
+    command.set_defaults(**{**values, **dict.fromkeys(grouped, _UNSET)})
+    args = parser.parse_args(argv)
+    for dests in groups:
+        given = any(getattr(args, dest) is not _UNSET for dest in dests)
+        for dest in dests:
+            if getattr(args, dest) is _UNSET:
+                setattr(args, dest, grouped[dest] if given else values.get(dest, grouped[dest]))
+    return args
+
+
+def _out_of_memory(error):
+    tensorflow = sys.modules.get("tensorflow")
+    return isinstance(error, MemoryError) or (
+        tensorflow is not None and isinstance(error, tensorflow.errors.ResourceExhaustedError))
+
+
+def _out_of_memory_advice(args):
+    """What to retry with after training ran out of memory at `args.batch_size`."""
+    if args.batch_size <= 1:
+        return ("ran out of memory at batch size 1: retry with a shorter --sequence-length or "
+                "a smaller model (--preset).")
+    retry = f"--batch-size {args.batch_size // 2}"
+    if getattr(args, "gradient_accumulation_steps", None):
+        retry += (f" --gradient-accumulation-steps {2 * args.gradient_accumulation_steps} "
+                  "(the same batch per update)")
+    return (f"ran out of memory at batch size {args.batch_size}: retry with a smaller batch, "
+            f"e.g. {retry}.")
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = parse(build_parser(), argv)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"kbert {argv[0]}: error: {error}", file=sys.stderr)
+        return 2
     try:
         return args.run(args)
     except (FileNotFoundError, FileExistsError, ValueError) as error:
         print(f"kbert {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:
+        if getattr(args, "batch_size", None) is None or not _out_of_memory(error):
+            raise
+        print(f"kbert {args.command}: error: {_out_of_memory_advice(args)}", file=sys.stderr)
         return 2
 
 

@@ -1,7 +1,15 @@
+import importlib
+import json
+
 import numpy as np
 import safetensors.numpy
+import tensorflow as tf
 
 from kbert import cli
+
+# The modules, not the functions of the same name that kbert.training exports.
+finetune_module = importlib.import_module("kbert.training.finetune")
+pretrain_module = importlib.import_module("kbert.training.pretrain")
 
 
 def test_convert_round_trip_between_formats(minilm_dir, tmp_path, capsys):
@@ -76,3 +84,89 @@ def test_ner_finetune_evaluate_and_predict(tmp_path, capsys):
     assert capsys.readouterr().out.lstrip().startswith("[")
     assert cli.main(["predict", str(run), "--question", "Who?", "--context", "Ann."]) == 2
     assert "give text" in capsys.readouterr().err
+
+
+def test_config_file_gives_defaults_that_flags_override(tmp_path):
+    yaml_file = tmp_path / "pretrain.yaml"
+    yaml_file.write_text("# a reproducible run\npreset: tiny\nsteps: 50\nbatch-size: 8\n"
+                         "learning_rate: 3e-4\nwhole_word: true\noptimizer: lamb\n")
+    args = cli.parse(cli.build_parser(), ["pretrain", "--config", str(yaml_file),
+                                          "--batch-size", "4"])
+    assert (args.preset, args.steps, args.epochs, args.batch_size) == ("tiny", 50, None, 4)
+    assert args.learning_rate == 3e-4 and args.whole_word and args.optimizer == "lamb"
+    assert args.sequence_length == 128  # neither file nor flag: the parser's default
+
+    # A flag of an exclusive group (--steps | --epochs, --preset | --init) replaces the file's.
+    args = cli.parse(cli.build_parser(), ["pretrain", "--config", str(yaml_file),
+                                          "--epochs", "2", "--init", "ckpt"])
+    assert (args.steps, args.epochs, args.preset, args.init) == (None, 2, "mini", "ckpt")
+
+    json_file = tmp_path / "finetune.json"
+    json_file.write_text(json.dumps({"task": "qnli", "max-train-examples": 500, "seed": 3,
+                                     "init": "random:minilm_l6_h384_uncased"}))
+    args = cli.parse(cli.build_parser(), ["finetune", "--preset", "tiny", "--seed", "4",
+                                          "--config", str(json_file)])
+    assert (args.task, args.max_train_examples, args.seed) == ("qnli", 500, 4)
+    assert (args.init, args.preset) == (None, "tiny")
+
+
+def test_config_file_runs_the_command(tmp_path, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(finetune_module, "finetune",
+                        lambda **kwargs: calls.append(kwargs) or {"accuracy": 0.5})
+    config = tmp_path / "run.yml"
+    config.write_text("task: mmlu\nsteps: 60\nbatch_size: 8\nlearning-rate: 2.0e-5\n")
+    assert cli.main(["finetune", "--config", str(config), "--steps", "5"]) == 0
+    assert "dev: accuracy 0.5000" in capsys.readouterr().out
+    assert calls[0]["task"] == "mmlu" and calls[0]["steps"] == 5
+    assert calls[0]["batch_size"] == 8 and calls[0]["learning_rate"] == 2e-5
+
+
+def test_finetune_attention_images_flag(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(finetune_module, "finetune",
+                        lambda **kwargs: calls.append(kwargs) or {"accuracy": 0.5})
+    assert cli.main(["finetune", "--attention-images", "A fine film."]) == 0
+    assert calls[0]["attention_sentence"] == "A fine film."
+    assert cli.main(["finetune", "--task", "squad", "--attention-images", "A fine film."]) == 2
+    assert "sentence and pair tasks, not with squad" in capsys.readouterr().err
+
+
+def test_config_file_errors_name_the_key(tmp_path, capsys):
+    config = tmp_path / "bad.yaml"
+    config.write_text("steps: 10\nbatch_sise: 8\n")
+    assert cli.main(["finetune", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown option 'batch_sise' for `kbert finetune`" in err
+    assert "valid options: task, init, preset, epochs, steps, batch-size," in err
+    for text, message in (("steps: many\n", "steps takes an integer, not 'many'"),
+                          ("optimizer: sgd\n", "optimizer is one of adamw, lamb, not 'sgd'"),
+                          ("no_nsp: 1\n", "no_nsp is a switch: give true or false"),
+                          ("steps: 1\nepochs: 2\n", "give only one of steps, epochs"),
+                          ("- steps\n", "must hold a mapping")):
+        config.write_text(text)
+        assert cli.main(["pretrain", "--config", str(config)]) == 2
+        assert message in capsys.readouterr().err
+    assert cli.main(["pretrain", "--config", str(tmp_path / "missing.yaml")]) == 2
+    assert "missing.yaml" in capsys.readouterr().err
+
+
+def test_out_of_memory_says_which_batch_size_to_try(monkeypatch, capsys):
+    def out_of_memory(**kwargs):
+        raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+
+    monkeypatch.setattr(finetune_module, "finetune", out_of_memory)
+    assert cli.main(["finetune", "--batch-size", "32"]) == 2
+    err = capsys.readouterr().err
+    assert "kbert finetune: error: ran out of memory at batch size 32" in err
+    assert "--batch-size 16" in err
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError()
+
+    monkeypatch.setattr(pretrain_module, "pretrain", no_memory)
+    assert cli.main(["pretrain", "--steps", "5", "--batch-size", "8"]) == 2
+    assert ("e.g. --batch-size 4 --gradient-accumulation-steps 2"
+            in capsys.readouterr().err)
+    assert cli.main(["pretrain", "--steps", "5", "--batch-size", "1"]) == 2
+    assert "shorter --sequence-length" in capsys.readouterr().err

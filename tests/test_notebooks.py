@@ -9,8 +9,8 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = pathlib.Path(__file__).parent.parent / "notebooks"
-EXPECTED = ["ner.ipynb", "pretraining.ipynb", "question_answering.ipynb", "quickstart.ipynb",
-            "serving.ipynb", "text_classification.ipynb"]
+EXPECTED = ["attention.ipynb", "ner.ipynb", "pretraining.ipynb", "question_answering.ipynb",
+            "quickstart.ipynb", "serving.ipynb", "text_classification.ipynb"]
 
 
 def test_the_notebook_list_is_complete():

@@ -99,7 +99,8 @@ def evaluate(model, examples, preprocessor, task: Task, batch_size=64):
 def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/finetune",
              epochs=3, steps=None, batch_size=32, sequence_length=128, learning_rate=None,
              max_train_examples=None, max_eval_examples=None, mode="finetune", data_dir=None,
-             warmup_fraction=0.1, weight_decay=0.01, seed=0, verbose=1):
+             warmup_fraction=0.1, weight_decay=0.01, seed=0, verbose=1,
+             attention_sentence=None):
     """Fine-tunes `init` on `task`, evaluates it, and saves metrics, logs and the model.
 
     Args:
@@ -117,6 +118,9 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
       mode: "finetune" (all weights) or "feature" (frozen BERT, last four layers'
         hidden states concatenated, a BiLSTM classifier on top).
       seed: seeds weight init, dropout, shuffling and the train subset.
+      attention_sentence: a text whose attention heatmaps (one image per layer, heads tiled)
+        go to TensorBoard in OUTPUT/logs/attention/ at the start, about ten times during
+        training and at the end (`kbert.viz.AttentionImages`).
 
     Returns the dict written to metrics.json: `dev` and `test` metric dicts (accuracy, f1,
     matthews_corrcoef; pearson, spearman for regression), the same final held-out numbers at
@@ -161,6 +165,12 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
                               bucket=True, repeat=True, seed=seed)
     callbacks = [keras.callbacks.TensorBoard(log_dir=str(output_dir / "logs"),
                                              update_freq=max(1, min(50, total_steps // 20)))]
+    if attention_sentence:
+        from kbert.viz.tensorboard import AttentionImages
+
+        callbacks.append(AttentionImages(output_dir / "logs" / "attention", backbone,
+                                         preprocessor, attention_sentence,
+                                         every=max(1, total_steps // 10)))
     start = time.perf_counter()
     history = model.fit(train_data, epochs=epochs, steps_per_epoch=steps_per_epoch,
                         callbacks=callbacks, verbose=verbose, shuffle=False)

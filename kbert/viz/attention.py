@@ -4,43 +4,54 @@ and head, as the softmax probabilities the backbone actually computed."""
 import numpy as np
 
 
+def _viewer(backbone, **outputs):
+    """A copy of `backbone` that also returns `outputs` (e.g. output_attentions=True), so the
+    caller's model is left as it is. Refresh its weights with `set_weights` to follow training."""
+    from kbert.models.backbone import BertBackbone
+
+    viewer = BertBackbone.from_config({**backbone.get_config(), **outputs})
+    viewer.set_weights(backbone.get_weights())
+    return viewer
+
+
+def _encode(preprocessor, text, text_pair=None):
+    """(inputs for one example, its tokens at every position, number of real tokens)."""
+    import tensorflow as tf
+
+    texts = tf.constant([text])
+    inputs = preprocessor((texts, tf.constant([text_pair])) if text_pair is not None else texts)
+    tokens = [preprocessor.tokenizer.id_to_token(i) for i in np.asarray(inputs["token_ids"])[0]]
+    return inputs, tokens, int(np.asarray(inputs["padding_mask"]).sum())
+
+
+def _probabilities(viewer, inputs, length):
+    """[layers, heads, length, length] attention of `viewer` (built with output_attentions)."""
+    return np.stack([np.asarray(p)[0, :, :length, :length]
+                     for p in viewer(inputs)["attention_probs"]])
+
+
 def attention_maps(backbone, preprocessor, text, text_pair=None):
     """(tokens, probabilities [layers, heads, n, n]) for one input, padding removed.
 
     `backbone` is any `BertBackbone`; a copy that also returns attention probabilities is built
     from its config and weights, so the caller's model is left as it is.
     """
-    import tensorflow as tf
-
-    from kbert.models.backbone import BertBackbone
-
-    config = {**backbone.get_config(), "output_attentions": True}
-    viewer = BertBackbone.from_config(config)
-    viewer.set_weights(backbone.get_weights())
-    texts = tf.constant([text])
-    inputs = preprocessor((texts, tf.constant([text_pair])) if text_pair is not None else texts)
-    length = int(np.asarray(inputs["padding_mask"]).sum())
-    probs = np.stack([np.asarray(p)[0, :, :length, :length]
-                      for p in viewer(inputs)["attention_probs"]])
-    ids = np.asarray(inputs["token_ids"])[0, :length]
-    tokens = [preprocessor.tokenizer.id_to_token(i) for i in ids]
-    return tokens, probs
+    inputs, tokens, length = _encode(preprocessor, text, text_pair)
+    return tokens[:length], _probabilities(_viewer(backbone, output_attentions=True), inputs,
+                                           length)
 
 
 def plot_attention(tokens, probs, layer=-1, heads=None, path=None, columns=4):
     """A grid of heatmaps (one per head of `layer`): row = query token, column = key token.
     Returns the matplotlib figure; with `path`, also writes it as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # not pyplot: the caller's backend stays as it is
 
     maps = probs[layer]
     heads = list(range(maps.shape[0])) if heads is None else list(heads)
     rows = -(-len(heads) // columns)
     size = 0.18 * len(tokens) + 1.5
-    fig, axes = plt.subplots(rows, min(columns, len(heads)), squeeze=False,
-                             figsize=(size * min(columns, len(heads)), size * rows))
+    fig = Figure(figsize=(size * min(columns, len(heads)), size * rows))
+    axes = fig.subplots(rows, min(columns, len(heads)), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     for ax, head in zip(axes.flat, heads):
