@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from kbert.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertEmbeddings(keras.layers.Layer):
@@ -36,7 +38,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.segment_embedding = table(type_vocab_size, "segment_embedding")
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, name="layer_norm", dtype=self.dtype_policy)
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, token_ids_shape, segment_ids_shape=None):
         self.token_embedding.build(token_ids_shape)

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from kbert.layers import activations
+from kbert.layers.dropout import Dropout
 
 # Google's BERT adds -10000 to masked attention scores; exp() of that is exactly 0 in fp32, and
 # the value stays finite in fp16 and bf16, where a dtype's min would overflow.
@@ -75,9 +76,9 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.intermediate_dense = dense(self.intermediate_size, "intermediate")
         self.output_dense = dense(hidden, "output")
         self.output_layer_norm = layer_norm("output_layer_norm")
-        self.attention_dropout_layer = keras.layers.Dropout(
+        self.attention_dropout_layer = Dropout(
             self.attention_dropout, dtype=self.dtype_policy)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
 
         seq_shape = tuple(input_shape)
         self.qkv_dense.build(seq_shape)

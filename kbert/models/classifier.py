@@ -2,6 +2,7 @@
 
 import keras
 
+from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
 from kbert.models.task import BertTask
 
@@ -30,7 +31,7 @@ class BertClassifier(BertTask):
             raise ValueError(f"num_classes must be a positive integer (1 = regression), "
                              f"got {num_classes!r}.")
         # === Layers ===
-        dropout_layer = keras.layers.Dropout(dropout, dtype=backbone.dtype_policy,
+        dropout_layer = Dropout(dropout, dtype=backbone.dtype_policy,
                                              name="classifier_dropout")
         head = keras.layers.Dense(
             num_classes, dtype=backbone.dtype_policy, name="classifier",

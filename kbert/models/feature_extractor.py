@@ -8,6 +8,7 @@ on top of it for sentence (or pair) classification.
 
 import keras
 
+from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
 from kbert.models.task import BertTask
 
@@ -118,5 +119,5 @@ def feature_classifier(extractor: BertFeatureExtractor, num_classes=2, lstm_unit
     encoded = keras.layers.Bidirectional(
         keras.layers.LSTM(lstm_units), name="bilstm")(features, mask=mask)
     logits = keras.layers.Dense(num_classes, name="classifier")(
-        keras.layers.Dropout(dropout, name="dropout")(encoded))
+        Dropout(dropout, name="dropout")(encoded))
     return keras.Model(inputs, logits, name=name)

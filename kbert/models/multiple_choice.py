@@ -2,6 +2,7 @@
 
 import keras
 
+from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
 from kbert.models.task import BertTask
 
@@ -56,7 +57,7 @@ class BertMultipleChoice(BertTask):
             raise ValueError(f"num_choices must be an integer >= 2, got {num_choices!r}.")
         # === Layers ===
         fold = FoldChoices(name="fold_choices")
-        dropout_layer = keras.layers.Dropout(dropout, dtype=backbone.dtype_policy,
+        dropout_layer = Dropout(dropout, dtype=backbone.dtype_policy,
                                              name="choice_dropout")
         scorer = keras.layers.Dense(
             1, dtype=backbone.dtype_policy, name="choice_scorer",

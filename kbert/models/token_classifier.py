@@ -2,6 +2,7 @@
 
 import keras
 
+from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
 from kbert.models.task import BertTask
 from kbert.models.feature_extractor import BertFeatureExtractor, PaddingToMask
@@ -49,7 +50,7 @@ class BertTokenClassifier(BertTask):
             to_mask = PaddingToMask(name="to_mask")
             lstm = keras.layers.Bidirectional(
                 keras.layers.LSTM(lstm_units, return_sequences=True), name="bilstm")
-        dropout_layer = keras.layers.Dropout(dropout, dtype=backbone.dtype_policy,
+        dropout_layer = Dropout(dropout, dtype=backbone.dtype_policy,
                                              name="classifier_dropout")
         head = keras.layers.Dense(num_classes, dtype=backbone.dtype_policy, name="classifier",
                                   kernel_initializer=initializer)

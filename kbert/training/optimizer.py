@@ -12,9 +12,15 @@ about to take), with w = warmup steps and T = total steps:
     lr(s) = peak * s / w                                          for s < w
     lr(s) = (peak - end) * (1 - (s - w) / (T - w))^power + end    for w <= s <= T (end after T)
 `power=1, end=0` is the paper's linear decay (Google's code calls it polynomial decay with
-power 1.0); pre-training may use other powers.
+power 1.0); pre-training may use other powers. Keras evaluates a schedule at its batch counter,
+which under `gradient_accumulation_steps=k` advances k times per update; `batches_per_step=k`
+keeps s counting updates.
 Keras' AdamW applies the decay as `var -= var * weight_decay * lr(s)`, so the decay follows the
 schedule too, as in Google's implementation.
+
+kbert's optimizers (`AdamW` here, `kbert.training.lamb.Lamb`) update from the dense gradient
+summed over replicas, and clip that sum (`SummedDenseGradients`): Keras 3 on TensorFlow does
+neither, which made Adam depend on the number of replicas and mis-scale embedding updates.
 """
 
 import keras
@@ -25,13 +31,92 @@ forms matter: Keras' own name is "gamma", but on the TensorFlow backend AdamW ch
 the underlying `tf.Variable`, the full path "embeddings/layer_norm/gamma:0"."""
 
 
+class SummedDenseGradients:
+    """Optimizer mixin (put it first among the bases): on the TensorFlow backend, each update
+    uses the gradient summed over replicas, made dense, and clipped after the sum.
+
+    It works around two behaviours of Keras 3's TensorFlow optimizer (seen in Keras 3.15):
+      * An embedding lookup's gradient is a `tf.IndexedSlices` whose indices repeat (a segment
+        id at every token; under `MirroredStrategy` the all-reduce concatenates the replicas'
+        slices, so every position repeats too). Keras' sparse-aware `ops.square` squares each
+        slice before duplicates are summed, so Adam's (and LAMB's) second moment gets
+        sum(g_i^2) instead of (sum g_i)^2: a first step of up to lr·sqrt(k) for k duplicates,
+        and updates that change with the replica count. Global-norm clipping has the same
+        error (the norm of the slices, not of the gradient).
+      * `BaseOptimizer._backend_apply_gradients` clips before `TFOptimizer._backend_update_step`
+        all-reduces, so each replica clips its own partial gradient.
+    Here clipping is moved into `_all_reduce_sum_gradients`, after the sum and after
+    `tf.convert_to_tensor` has summed duplicate slices. Keras' Adam densifies the gradient in
+    its update anyway, so this costs no extra memory. Other backends are left as Keras has them.
+    """
+
+    def _clip_gradients(self, grads):
+        if keras.backend.backend() == "tensorflow":
+            return grads  # clipped in _all_reduce_sum_gradients, once summed
+        return super()._clip_gradients(grads)
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        import tensorflow as tf
+
+        pairs = super()._all_reduce_sum_gradients(grads_and_vars)
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                 for g, _ in pairs]
+        return list(zip(super()._clip_gradients(grads), (v for _, v in pairs)))
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class AdamW(SummedDenseGradients, keras.optimizers.AdamW):
+    """Keras' AdamW updating from the summed dense gradient (`SummedDenseGradients`)."""
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """Keras' dynamic loss scaling for float16, with two changes (seen in Keras 3.15):
+
+    * A step skipped for non-finite gradients still counts in `iterations`, as in tf.keras 2.
+      Keras 3 leaves `iterations` (the inner optimizer's) unchanged, so a run whose first steps
+      overflow (normal while the scale comes down from 2^15) ends its `fit` budget short of
+      the steps asked for, with checkpoints off their step multiples. Counted, a skipped step
+      is an update of zero and the schedule, step budget and checkpoints stay on batches.
+      Under gradient accumulation a skipped update batch also drops what was accumulated for
+      that update.
+    * Under a multi-replica strategy the step is skipped when any replica's gradients are
+      non-finite. Keras decides from the first replica's alone (it assumes the gradients are
+      already all-reduced, which its TensorFlow trainer does only later, in the inner
+      optimizer), so an overflow on another replica went into the sum and made every weight
+      NaN.
+    """
+
+    def check_finite(self, grads):
+        finite = super().check_finite(grads)
+        if keras.backend.backend() != "tensorflow":
+            return finite
+        import tensorflow as tf
+
+        context = tf.distribute.get_replica_context()
+        if context is None or context.num_replicas_in_sync == 1:
+            return finite
+        overflowed = context.all_reduce("SUM", tf.cast(tf.logical_not(finite), tf.float32))
+        return tf.equal(overflowed, 0.0)
+
+    def _stateful_handle_non_finite_grads(self):
+        super()._stateful_handle_non_finite_grads()
+        inner = self.inner_optimizer
+        if inner.gradient_accumulation_steps:
+            keras.ops.cond(
+                keras.ops.equal((inner._iterations + 1) % inner.gradient_accumulation_steps, 0),
+                inner._backend_reset_gradient_accumulators, lambda: None)
+        inner._iterations.assign_add(1)
+
+
 @keras.saving.register_keras_serializable(package="kbert")
 class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warmup to `peak_learning_rate` over `warmup_steps`, then polynomial decay to
-    `end_learning_rate` at `total_steps` (see the module docstring)."""
+    `end_learning_rate` at `total_steps`, steps being `batches_per_step` batches (see the module
+    docstring)."""
 
     def __init__(self, peak_learning_rate, total_steps, warmup_steps=0, power=1.0,
-                 end_learning_rate=0.0):
+                 end_learning_rate=0.0, batches_per_step=1):
         if total_steps <= 0:
             raise ValueError(f"total_steps must be positive, got {total_steps}.")
         if not 0 <= warmup_steps <= total_steps:
@@ -41,9 +126,10 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.warmup_steps = int(warmup_steps)
         self.power = float(power)
         self.end_learning_rate = float(end_learning_rate)
+        self.batches_per_step = max(1, int(batches_per_step))
 
     def __call__(self, step):
-        step = keras.ops.cast(step, "float32")
+        step = keras.ops.cast(keras.ops.floor_divide(step, self.batches_per_step), "float32")
         warmup = float(max(self.warmup_steps, 1))
         span = float(max(self.total_steps - self.warmup_steps, 1))
         rising = self.peak_learning_rate * step / warmup
@@ -55,7 +141,8 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     def get_config(self):
         return {"peak_learning_rate": self.peak_learning_rate, "total_steps": self.total_steps,
                 "warmup_steps": self.warmup_steps, "power": self.power,
-                "end_learning_rate": self.end_learning_rate}
+                "end_learning_rate": self.end_learning_rate,
+                "batches_per_step": self.batches_per_step}
 
 
 def no_decay_variables(model):
@@ -78,7 +165,7 @@ def make_optimizer(learning_rate, total_steps, warmup_fraction=0.1, weight_decay
     """
     warmup_steps = int(round(warmup_fraction * total_steps))
     schedule = WarmupPolynomialDecay(learning_rate, total_steps, warmup_steps)
-    optimizer = keras.optimizers.AdamW(
+    optimizer = AdamW(
         learning_rate=schedule, weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2,
         epsilon=epsilon, global_clipnorm=clipnorm)
     if model is not None:

@@ -14,7 +14,7 @@ What `kbert pretrain` calls. One call:
    LayerNorm and biases, global-norm clipping, optional gradient accumulation and XLA;
 4. trains with plain `model.fit`: dynamic masking (fresh masks every epoch), TensorBoard logs in
    OUTPUT/logs/ (`steps/`: per-step MLM/NSP loss and accuracy, learning rate, sequences/s;
-   `train/`: Keras' epoch summaries and, on request, the profiler), a checkpoint every
+   `train/`: Keras' epoch summaries and, on request, a profiler trace), a checkpoint every
    `checkpoint_every` optimizer steps in OUTPUT/checkpoints/latest/ (written atomically);
    rerunning the same call after a crash resumes from it and ends at the same step count on the
    same schedule;
@@ -26,8 +26,9 @@ What `kbert pretrain` calls. One call:
 
 Step accounting: `steps` counts optimizer updates; with `gradient_accumulation_steps=k` each one
 consumes k batches of `batch_size` (an effective batch of k·batch_size), and the schedule runs
-over updates. `epochs` is converted to steps from the number of pairs one pass over the training
-documents makes.
+over updates. Under float16 a step skipped for overflowing gradients (its update is zero, the
+loss scale halves) counts as a step. `epochs` is converted to steps from the number of pairs
+one pass over the training documents makes.
 """
 
 import json
@@ -86,28 +87,29 @@ def make_pretraining_optimizer(model, learning_rate, total_steps, optimizer="ada
                                loss_scale=False):
     """AdamW or LAMB with warmup + polynomial (power 1: linear) decay over `total_steps`
     updates, no weight decay on LayerNorm/bias (`no_decay_variables(model)`), global-norm
-    clipping, optional gradient accumulation, and a loss-scale wrapper for float16."""
-    import keras
-
+    clipping, optional gradient accumulation (the schedule still counts updates), and for
+    float16 a loss-scale wrapper whose skipped steps count as steps."""
     from kbert.training.lamb import Lamb
-    from kbert.training.optimizer import WarmupPolynomialDecay, no_decay_variables
+    from kbert.training.optimizer import AdamW, LossScaleOptimizer, WarmupPolynomialDecay, \
+        no_decay_variables
 
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
     if warmup_steps is None:
         warmup_steps = int(round(warmup_fraction * total_steps))
     warmup_steps = min(int(warmup_steps), int(total_steps))
-    schedule = WarmupPolynomialDecay(learning_rate, total_steps, warmup_steps, decay_power)
     accumulation = gradient_accumulation_steps if gradient_accumulation_steps > 1 else None
+    schedule = WarmupPolynomialDecay(learning_rate, total_steps, warmup_steps, decay_power,
+                                     batches_per_step=accumulation or 1)
     common = dict(learning_rate=schedule, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                   global_clipnorm=clipnorm, gradient_accumulation_steps=accumulation)
     if optimizer == "adamw":
-        opt = keras.optimizers.AdamW(weight_decay=weight_decay, **common)
+        opt = AdamW(weight_decay=weight_decay, **common)
     else:
         opt = Lamb(weight_decay_rate=weight_decay, **common)
     opt.exclude_from_weight_decay(var_list=no_decay_variables(model))
     if loss_scale:
-        opt = keras.optimizers.LossScaleOptimizer(opt)
+        opt = LossScaleOptimizer(opt)
     return opt
 
 
@@ -151,11 +153,14 @@ def pretrain(output, preset="mini", init=None, corpus=None, corpus_format="auto"
     global batch), `sequence_length`; `learning_rate` peak, `optimizer` "adamw" or "lamb",
     `warmup_steps` (or `warmup_fraction` of the steps), `decay_power` (1 = linear);
     `weight_decay`, `clipnorm`, `gradient_accumulation_steps`; `mixed_precision` None, "bf16" or
-    "fp16"; `jit_compile` for XLA; `checkpoint_every` updates between checkpoints; `strategy`
+    "fp16" (with dynamic loss scaling); `jit_compile` for XLA (metrics.json's `run` records
+    whether Keras kept it on); `checkpoint_every` updates between checkpoints; `strategy`
     a name for `kbert.training.distribution.get_strategy` or a strategy; `whole_word` masking,
     `mask_rate`, `max_predictions` (default 20 at length 128); `nsp=False` for the No-NSP
     ablation; `heldout_documents` (default 5% up to 500); `eval_examples` held-out pairs
-    scored; `profile_batches` e.g. (10, 20) to profile those batches in TensorBoard.
+    scored; `profile_batches` a batch or a (first, last) pair, e.g. (10, 20), counted from the
+    start of this call's training (a resumed run counts again from 1), to trace with the
+    TensorFlow profiler into OUTPUT/logs/train/plugins/profile/ for TensorBoard's profile tab.
     """
     import keras
 
@@ -262,7 +267,8 @@ def pretrain(output, preset="mini", init=None, corpus=None, corpus_format="auto"
            "sequence_length": sequence_length, "gradient_accumulation_steps": accumulation,
            "learning_rate": learning_rate, "optimizer": optimizer, "nsp": nsp,
            "whole_word": whole_word, "max_predictions": max_predictions,
-           "mixed_precision": policy, "checkpoint_every": checkpoint_every, "seed": seed}
+           "mixed_precision": policy, "jit_compile": bool(model.jit_compile),
+           "checkpoint_every": checkpoint_every, "seed": seed}
     checkpoints = output / "checkpoints"
     state = restore_checkpoint(checkpoints, model)
     initial_epoch = 0
@@ -302,7 +308,7 @@ def pretrain(output, preset="mini", init=None, corpus=None, corpus_format="auto"
     if chief:
         callbacks.append(keras.callbacks.TensorBoard(
             str(logs), update_freq="epoch", write_graph=False,
-            profile_batch=tuple(profile_batches) if profile_batches else 0))
+            profile_batch=profile_batches or 0))
     began = time.perf_counter()
     if start_step < total_steps:
         model.fit(finish(train_data(seed + start_step)), epochs=fit_epochs,

@@ -41,7 +41,8 @@ def test_pretrain_metrics_and_tensorboard(tmp_path, corpus_file):
     out = tmp_path / "run"
     result = pretrain(out, config=small_config(), corpus=corpus_file, steps=12,
                       batch_size=8, sequence_length=64, learning_rate=1e-3, warmup_steps=2,
-                      checkpoint_every=5, log_every=1, eval_examples=64, verbose=0)
+                      checkpoint_every=5, log_every=1, eval_examples=64, verbose=0,
+                      profile_batches=(2, 3))
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["steps"] == 12 == result["steps"]
     for key in ("mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss",
@@ -59,19 +60,26 @@ def test_pretrain_metrics_and_tensorboard(tmp_path, corpus_file):
     assert lr[1] == pytest.approx(5e-4) and lr[2] == pytest.approx(1e-3)  # warmup, then peak
     assert lr[12] == pytest.approx(0.0, abs=1e-9)
     assert os.listdir(out / "logs/train")  # Keras' epoch summaries
+    # The profiler trace of batches 2-3, where TensorBoard's profile tab reads it.
+    assert list((out / "logs/train/plugins/profile").glob("*/*.xplane.pb"))
 
 
 def test_optimizers_and_options(tmp_path, corpus_file):
     """LAMB, polynomial decay, gradient accumulation, bf16, whole-word masking, no NSP."""
     from kbert.training.pretrain import pretrain
 
-    result = pretrain(tmp_path / "lamb", config=small_config(), corpus=corpus_file, steps=3,
+    out = tmp_path / "lamb"
+    result = pretrain(out, config=small_config(), corpus=corpus_file, steps=3,
                       batch_size=4, sequence_length=32, optimizer="lamb", decay_power=2.0,
                       gradient_accumulation_steps=2, mixed_precision="bf16", whole_word=True,
-                      nsp=False, checkpoint_every=2, eval_examples=16, verbose=0,
+                      nsp=False, checkpoint_every=2, log_every=1, eval_examples=16, verbose=0,
                       save_model=False)
     assert result["steps"] == 3 and result["examples_seen"] == 3 * 2 * 4
     assert "nsp_accuracy" not in result and np.isfinite(result["mlm_loss"])
+    # The schedule counts updates, not batches: peak 1e-4, no warmup, (1 - s/3)^2 decay.
+    lr = dict(event_scalars(out / "logs/steps")["learning_rate"])
+    for step in range(4):
+        assert lr[step] == pytest.approx(1e-4 * (1 - step / 3) ** 2, abs=1e-10), step
 
 
 def test_no_weight_decay_on_layernorm_and_bias():

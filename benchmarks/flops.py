@@ -1,0 +1,98 @@
+"""Model FLOPs per sequence, and the machine's best fp32 matrix multiply, for utilisation.
+
+Model FLOPs count the matrix multiplies the model needs (2 per multiply-add), the usual basis
+of "model FLOPs utilisation": embedding lookups, softmax, GELU and LayerNorm are left out, and
+so is work a package chooses to do beyond the model's need (Hugging Face's pre-training head
+decodes every position, not only the 20 masked ones; that is not credited). A training step
+counts three forward passes (the backward pass costs two).
+"""
+
+import time
+
+import numpy as np
+
+
+def forward_flops(config, seq):
+    """Encoder FLOPs for one sequence: per layer and token, the QKV, output and FFN projections
+    (2·(4H² + 2·H·I)) and attention's two [seq × head] products over all heads (4·seq·H)."""
+    hidden, inner = config.hidden_size, config.intermediate_size
+    per_token = config.num_layers * (2 * (4 * hidden * hidden + 2 * hidden * inner)
+                                     + 4 * seq * hidden)
+    return seq * per_token
+
+
+def case_flops(case, config, seq, masked_positions=20):
+    """Model FLOPs of one sequence in a benchmark case (see `contestants.CASES`)."""
+    hidden = config.hidden_size
+    encoder = forward_flops(config, seq)
+    if case == "infer":
+        return encoder
+    pooled_heads = 2 * hidden * hidden + 2 * hidden * 2  # pooler + 2-way classifier (or NSP)
+    if case in ("train", "finetune"):
+        return 3 * (encoder + pooled_heads)
+    if case == "pretrain":
+        mlm = masked_positions * (2 * hidden * hidden + 2 * hidden * config.vocab_size)
+        return 3 * (encoder + pooled_heads + mlm)
+    raise ValueError(f"Unknown case {case!r}.")
+
+
+def best_matmul_gflops(framework, sizes=(256, 512, 1024, 2048), seconds=0.5):
+    """The fastest square fp32 matmul this framework runs here, in GFLOP/s (best of 3 timings
+    of at least `seconds` each, per size and, for TensorFlow, with and without XLA)."""
+    best = 0.0
+    for n, run in _matmuls(framework, sizes):
+        run()
+        repeats = 1
+        while True:  # grow the repeat count until one timing lasts `seconds`
+            start = time.perf_counter()
+            for _ in range(repeats):
+                run()
+            elapsed = time.perf_counter() - start
+            if elapsed >= seconds:
+                break
+            repeats *= 2
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(repeats):
+                run()
+            elapsed = min(elapsed, time.perf_counter() - start)
+        best = max(best, 2 * n ** 3 * repeats / elapsed / 1e9)
+    return best
+
+
+def _matmuls(framework, sizes):
+    """(n, a zero-argument callable that multiplies two n×n fp32 matrices and waits for it)."""
+    rng = np.random.default_rng(0)
+
+    def operands(n):
+        return rng.standard_normal((n, n), "float32"), rng.standard_normal((n, n), "float32")
+
+    if framework == "hugging_face":
+        import torch
+
+        def torch_matmul(n):
+            a, b = (torch.from_numpy(x) for x in operands(n))
+            return lambda: torch.mm(a, b)
+
+        return [(n, torch_matmul(n)) for n in sizes]
+    import keras
+
+    if keras.backend.backend() == "jax":
+        import jax
+
+        def jax_matmul(n):
+            a, b = (jax.device_put(x) for x in operands(n))
+            product = jax.jit(lambda x, y: x @ y)
+            return lambda: product(a, b).block_until_ready()
+
+        return [(n, jax_matmul(n)) for n in sizes]
+    import tensorflow as tf
+
+    def tf_matmul(n, jit_compile):
+        a, b = (tf.constant(x) for x in operands(n))
+        # A reduction of the result forces it to be computed without copying it to the host.
+        product = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)),
+                              jit_compile=jit_compile)
+        return lambda: product(a, b).numpy()
+
+    return [(n, tf_matmul(n, jit)) for n in sizes for jit in (False, True)]

@@ -1,0 +1,317 @@
+"""kbert against keras-hub and Hugging Face transformers (PyTorch) on this machine.
+
+Each package runs in a worker process of its own (`benchmarks.worker`); the driver asks them in
+turn for the same measurement, round after round (the starting contestant rotates), and keeps
+the median of the per-round medians, so slow drifts of a shared machine hit everyone alike.
+The same run measures each package's best fp32 matmul; the best of them is the machine's peak,
+and every result is also given as model FLOPs utilisation (MFU) against it.
+
+Parts (all on by default):
+  cases   train / infer / pretrain at sequence 128, batch 16, for each preset (mini, base),
+          and finetune: real movie-review sentences through each package's own pipeline
+  sweep   sequence 64–512 at batch 16 and batch 1–64 at sequence 128 (mini, train and infer)
+  memory  peak RSS of a base training step at batch 32, sequence 128, each in a fresh process
+
+On the TensorFlow backend every Keras contestant runs with and without XLA; ratios compare
+each package's best mode. Under KERAS_BACKEND=jax (e.g. on a GPU machine without TensorFlow)
+only kbert runs, in XLA; `--dtype mixed_bfloat16` selects bf16 there.
+
+    python -m benchmarks.run                  # everything, ~1 h on 2 cores
+    python -m benchmarks.run --parts cases --presets mini
+    python -m benchmarks.run --quick          # tiny sizes, seconds: checks the harness
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import keras
+
+from benchmarks import contestants, flops
+
+SWEEP_SEQ = (64, 128, 256, 512)
+SWEEP_BATCH = (1, 4, 16, 64)
+
+
+def entries(backend, names):
+    """(label, framework, xla) of every contestant mode this backend can run."""
+    if backend == "jax":
+        return [("kbert", "kbert", True)]
+    modes = {"kbert": [("kbert", True), ("kbert (no XLA)", False)],
+             "keras_hub": [("keras-hub (XLA)", True), ("keras-hub", False)],
+             "hugging_face": [("HF PyTorch", None)]}
+    return [(label, name, xla) for name in names for label, xla in modes[name]]
+
+
+class Worker:
+    """A `benchmarks.worker` process and its request/answer pipe."""
+
+    def __init__(self, framework, dtype=None, log=None):
+        command = [sys.executable, "-m", "benchmarks.worker", framework]
+        if dtype:
+            command += ["--dtype", dtype]
+        self.framework = framework
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=log or subprocess.DEVNULL, text=True,
+                                        cwd=os.path.dirname(os.path.dirname(__file__)))
+
+    def ask(self, **request):
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"The {self.framework} worker died (see its log).")
+        return json.loads(line)
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.backend = keras.backend.backend()
+        self.entries = entries(self.backend, args.contestants)
+        self.log = open(args.log, "w") if args.log else None
+        self.workers = {}
+        self.results = []
+
+    def worker(self, framework):
+        if framework not in self.workers:
+            self.workers[framework] = Worker(framework, self.args.dtype, self.log)
+        return self.workers[framework]
+
+    def compare(self, case, preset, batch, seq, which=None, rounds=None, seconds=None):
+        """Alternating rounds of one measurement over the contestants; appends the results."""
+        chosen = [e for e in self.entries if which is None or e[0] in which]
+        rounds = rounds or self.args.rounds
+        per_round = {label: [] for label, _, _ in chosen}
+        errors = {}
+        for r in range(rounds):
+            order = chosen[r % len(chosen):] + chosen[:r % len(chosen)]
+            for label, framework, xla in order:
+                if label in errors:
+                    continue
+                answer = self.worker(framework).ask(
+                    op="measure", case=case, preset=preset, batch=batch, seq=seq, xla=xla,
+                    seconds=seconds or self.args.seconds)
+                if "error" in answer:
+                    errors[label] = answer["error"]
+                    print(f"  {label}: {answer['error']}", flush=True)
+                    continue
+                per_round[label].append(answer["sequences"] / statistics.median(answer["times"]))
+                time.sleep(0.5)  # lets the previous worker's spinning threads go to sleep
+        for worker in self.workers.values():
+            worker.ask(op="drop")
+        config = contestants_config(preset)
+        model_flops = flops.case_flops(case, config, seq)
+        for label, framework, xla in chosen:
+            if not per_round[label]:
+                continue
+            throughput = statistics.median(per_round[label])
+            self.results.append({
+                "case": case, "preset": preset, "batch": batch, "seq": seq,
+                "contestant": label, "framework": framework, "xla": xla,
+                "sequences_per_s": throughput, "rounds": per_round[label],
+                "gflops_per_s": throughput * model_flops / 1e9})
+        shown = "  ".join(f"{label} {statistics.median(v):.1f}"
+                          for label, v in per_round.items() if v)
+        print(f"{case:9s} {preset:5s} b{batch:<3d} s{seq:<4d} seq/s: {shown}", flush=True)
+
+    def peak(self):
+        frameworks = sorted({framework for _, framework, _ in self.entries})
+        found = {f: self.worker(f).ask(op="peak")["gflops"] for f in frameworks}
+        print("best fp32 matmul GFLOP/s: "
+              + ", ".join(f"{f} {g:.0f}" for f, g in found.items()), flush=True)
+        return found
+
+    def memory(self, preset, batch, seq):
+        """Peak RSS of training steps, each contestant in a fresh process."""
+        found = {}
+        for label, framework, xla in self.entries:
+            worker = Worker(framework, self.args.dtype, self.log)
+            try:
+                answer = worker.ask(op="measure", case="train", preset=preset, batch=batch,
+                                    seq=seq, xla=xla, seconds=0.0)
+                if "error" in answer:
+                    print(f"  {label}: {answer['error']}", flush=True)
+                    continue
+                found[label] = worker.ask(op="rss")["peak_rss_mb"]
+            finally:
+                worker.close()
+            print(f"memory {preset} b{batch} s{seq} {label}: peak RSS {found[label]:.0f} MB",
+                  flush=True)
+        return found
+
+    def close(self):
+        for worker in self.workers.values():
+            worker.close()
+
+
+def contestants_config(preset):
+    from kbert.config import BertConfig
+
+    return BertConfig.preset(preset)
+
+
+def best(results, case, preset, batch, seq, framework):
+    rows = [r for r in results if (r["case"], r["preset"], r["batch"], r["seq"],
+                                   r["framework"]) == (case, preset, batch, seq, framework)]
+    return max(rows, key=lambda r: r["sequences_per_s"]) if rows else None
+
+
+def summary(results, peak):
+    """kbert's best mode against each peer's best mode, and utilisation, per case."""
+    lines, ratios = [], []
+    keys = sorted({(r["case"], r["preset"], r["batch"], r["seq"]) for r in results},
+                  key=lambda k: (k[1], contestants.CASES.index(k[0]), k[3], k[2]))
+    for key in keys:
+        ours = best(results, *key, "kbert")
+        if ours is None:
+            continue
+        row = {"case": key[0], "preset": key[1], "batch": key[2], "seq": key[3],
+               "kbert": ours["contestant"], "kbert_sequences_per_s": ours["sequences_per_s"],
+               "kbert_mfu": ours["gflops_per_s"] / peak}
+        text = (f"{key[0]:9s} {key[1]:5s} b{key[2]:<3d} s{key[3]:<4d} "
+                f"kbert {ours['sequences_per_s']:7.1f} seq/s  MFU {row['kbert_mfu']:5.1%}")
+        for peer in ("keras_hub", "hugging_face"):
+            theirs = best(results, *key, peer)
+            if theirs:
+                row[f"vs_{peer}"] = ours["sequences_per_s"] / theirs["sequences_per_s"]
+                text += (f"  ×{row[f'vs_{peer}']:.2f} {theirs['contestant']} "
+                         f"({theirs['sequences_per_s']:.1f}, MFU "
+                         f"{theirs['gflops_per_s'] / peak:.1%})")
+        ratios.append(row)
+        lines.append(text)
+    return lines, ratios
+
+
+def plot(results, path, preset):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    for row, case in enumerate(("train", "infer")):
+        for col, (axis, fixed, values) in enumerate((("seq", ("batch", 16), SWEEP_SEQ),
+                                                     ("batch", ("seq", 128), SWEEP_BATCH))):
+            ax = axes[row][col]
+            for label in dict.fromkeys(r["contestant"] for r in results):
+                points = sorted((r[axis], r["sequences_per_s"]) for r in results
+                                if r["contestant"] == label and r["case"] == case
+                                and r["preset"] == preset and r[fixed[0]] == fixed[1]
+                                and r[axis] in values)
+                if len(points) > 1:
+                    ax.plot(*zip(*points), marker="o", label=label)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("sequence length" if axis == "seq" else "batch size")
+            ax.set_ylabel("sequences / s")
+            ax.set_title(f"{case}, {preset}, {fixed[0]} {fixed[1]}")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def versions():
+    found = {"python": platform.python_version(), "keras": keras.__version__,
+             "backend": keras.backend.backend()}
+    for name in ("tensorflow", "keras_hub", "torch", "transformers", "jax"):
+        try:
+            found[name] = __import__(name).__version__
+        except ImportError:
+            pass
+    return found
+
+
+def parse(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("--parts", nargs="+", default=["cases", "sweep", "memory"],
+                        choices=["cases", "sweep", "memory"])
+    parser.add_argument("--cases", nargs="+", default=list(contestants.CASES),
+                        choices=contestants.CASES)
+    parser.add_argument("--presets", nargs="+", default=["mini", "base"])
+    parser.add_argument("--contestants", nargs="+", default=list(contestants.BUILDERS),
+                        choices=list(contestants.BUILDERS))
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0,
+                        help="minimum timed seconds per measurement (default 3)")
+    parser.add_argument("--dtype", default=None, help="kbert dtype policy, e.g. mixed_bfloat16")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny preset, one round, short timings (checks the harness)")
+    parser.add_argument("--out", default="benchmarks/results/cpu.json")
+    parser.add_argument("--plot", default="docs/benchmarks.png")
+    parser.add_argument("--log", default=None, help="file for the workers' stderr")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.presets, args.rounds, args.seconds = ["tiny"], 1, 0.2
+    return args
+
+
+def main(argv=None):
+    args = parse(argv)
+    bench = Bench(args)
+    if bench.backend == "jax":
+        args.cases = [c for c in args.cases if c != "finetune"]  # tf.data needs TensorFlow
+    started = time.time()
+    report = {"machine": {"cpu": platform.processor() or platform.machine(),
+                          "cores": os.cpu_count()},
+              "versions": versions(), "dtype": args.dtype or "float32"}
+    try:
+        matmul = bench.peak()
+        peak = max(matmul.values())
+        report["machine"].update(matmul_gflops=matmul, peak_gflops=peak)
+        if "cases" in args.parts:
+            for preset in args.presets:
+                for case in args.cases:
+                    batch = 32 if case == "finetune" else args.batch
+                    bench.compare(case, preset, batch, args.seq)
+        if "sweep" in args.parts:
+            preset = args.presets[0]
+            which = [bench.entries[0][0]] + [label for label, fw, xla in bench.entries
+                                             if fw != "kbert" and xla is not False]
+            seqs, batches = ((32, 64), (1, 4)) if args.quick else (SWEEP_SEQ, SWEEP_BATCH)
+            for case in ("train", "infer"):
+                for seq in seqs:
+                    if args.quick or seq != args.seq or "cases" not in args.parts:
+                        bench.compare(case, preset, args.batch, seq, which, rounds=2,
+                                      seconds=min(args.seconds, 2.0))
+                for batch in batches:
+                    if args.quick or batch != args.batch or "cases" not in args.parts:
+                        bench.compare(case, preset, batch, args.seq, which, rounds=2,
+                                      seconds=min(args.seconds, 2.0))
+            plot(bench.results, args.plot, preset)
+            report["plot"] = args.plot
+        if "memory" in args.parts:
+            preset = "tiny" if args.quick else "base"
+            report["memory"] = {"preset": preset, "batch": 32, "seq": args.seq,
+                                "peak_rss_mb": bench.memory(preset, 32, args.seq)}
+    finally:
+        bench.close()
+    lines, ratios = summary(bench.results, peak)
+    report.update(results=bench.results, summary=ratios, minutes=(time.time() - started) / 60)
+    print("\nkbert's best mode against each peer's best mode (× > 1: kbert faster); "
+          f"MFU against {peak:.0f} GFLOP/s")
+    print("\n".join(lines))
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=1)
+    print(f"\nwrote {args.out}" + (f" and {args.plot}" if "plot" in report else ""))
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""One benchmark contestant per process, timing steps on request.
+
+Each package runs in a process of its own so that thread pools never compete and a package's
+imports or caches never slow another. The driver (`benchmarks.run`) sends one JSON request per
+line on stdin and reads one JSON answer per line from this process's original stdout; anything
+the libraries print goes to stderr.
+
+Requests:
+  {"op": "measure", "case", "preset", "batch", "seq", "xla", "seconds", "overrides"}
+      → {"times": [seconds per step, ...], "sequences": per step, "build_s": first-call cost}
+  {"op": "drop"}  → forget built models (frees their memory)
+  {"op": "peak"}  → {"gflops": best fp32 matmul of this package}
+  {"op": "rss"}   → {"peak_rss_mb": peak resident memory of this process so far}
+
+    python -m benchmarks.worker {kbert,keras_hub,hugging_face} [--dtype mixed_bfloat16]
+"""
+
+import argparse
+import gc
+import json
+import os
+import resource
+import sys
+import time
+
+from benchmarks import contestants, flops
+
+
+def measure(step, seconds, min_steps=2, max_steps=50):
+    """Seconds per step, for as many steps as fit in `seconds` (between `min_steps` and
+    `max_steps`)."""
+    times = []
+    while len(times) < min_steps or (sum(times) < seconds and len(times) < max_steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def serve(framework, dtype=None):
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # library output goes to stderr; answers keep the original stdout
+    steps = {}
+    for line in sys.stdin:
+        try:
+            answer = _answer(framework, dtype, json.loads(line), steps)
+        except Exception as error:  # reported to the driver, which shows it and goes on
+            answer = {"error": f"{type(error).__name__}: {error}"}
+        answers.write(json.dumps(answer) + "\n")
+
+
+def _answer(framework, dtype, request, steps):
+    op = request["op"]
+    if op == "measure":
+        step, build_s = _step(framework, dtype, request, steps)
+        step()  # re-warms caches the other contestants have just used
+        return {"times": measure(step, request.get("seconds", 3.0)),
+                "sequences": step.sequences, "build_s": build_s}
+    if op == "drop":
+        steps.clear()
+        gc.collect()
+        return {}
+    if op == "peak":
+        return {"gflops": flops.best_matmul_gflops(framework)}
+    if op == "rss":
+        return {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    raise ValueError(f"unknown op {op!r}")
+
+
+def _step(framework, dtype, request, steps):
+    """The cached step for this request, built (and called once) if new; with its build time."""
+    from kbert.config import BertConfig
+
+    overrides = request.get("overrides", {})
+    xla = request.get("xla", True)
+    key = (request["case"], request["preset"], request["batch"], request["seq"], xla,
+           json.dumps(overrides, sort_keys=True))
+    if key in steps:
+        return steps[key], 0.0
+    start = time.perf_counter()
+    config = BertConfig.preset(request["preset"], **overrides)
+    kwargs = {} if framework == "hugging_face" else {"xla": xla}
+    if framework == "kbert" and dtype:
+        kwargs["dtype"] = dtype
+    step = contestants.BUILDERS[framework](request["case"], config, request["batch"],
+                                           request["seq"], **kwargs)
+    step()  # first call: tracing, XLA compilation, allocator warm-up
+    steps[key] = step
+    return step, time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("framework", choices=sorted(contestants.BUILDERS))
+    parser.add_argument("--dtype", default=None, help="Keras dtype policy for kbert")
+    args = parser.parse_args()
+    serve(args.framework, args.dtype)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The benchmark harness: its FLOP counts against PyTorch's own counter, and a short run of the
+driver with real workers."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks import flops
+from kbert.config import BertConfig
+
+
+def _torch_flops(config, seq, case):
+    """FLOPs that torch.utils.flop_counter counts for Hugging Face's model of the same size."""
+    import torch
+    import transformers
+    from torch.utils.flop_counter import FlopCounterMode
+
+    hf_config = transformers.BertConfig(
+        vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+        num_hidden_layers=config.num_layers, num_attention_heads=config.num_heads,
+        intermediate_size=config.intermediate_size, num_labels=2, attn_implementation="eager")
+    ids = torch.randint(1000, 2000, (2, seq))
+    counter = FlopCounterMode(display=False)
+    if case == "infer":
+        model = transformers.BertModel(hf_config, add_pooling_layer=False).eval()
+        with counter, torch.no_grad():
+            model(input_ids=ids)
+    else:
+        model = transformers.BertForSequenceClassification(hf_config)
+        with counter:
+            model(input_ids=ids, labels=torch.tensor([0, 1])).loss.backward()
+    return counter.get_total_flops() / 2  # per sequence
+
+
+@pytest.mark.parametrize("preset", ["tiny", "mini"])
+@pytest.mark.parametrize("case", ["infer", "train"])
+def test_model_flops_match_pytorchs_counter(preset, case):
+    config = BertConfig.preset(preset)
+    assert flops.case_flops(case, config, 64) == _torch_flops(config, 64, case)
+
+
+def test_pretraining_counts_only_the_masked_predictions():
+    config = BertConfig.preset("base")
+    extra = flops.case_flops("pretrain", config, 128) - flops.case_flops("train", config, 128)
+    assert extra == 3 * 20 * (2 * 768 * 768 + 2 * 768 * 30522)
+
+
+def test_quick_run_measures_every_contestant(tmp_path):
+    out = tmp_path / "result.json"
+    subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--quick", "--parts", "cases",
+         "--cases", "infer", "--contestants", "kbert", "hugging_face", "--out", str(out)],
+        check=True, timeout=600, cwd=str(__import__("pathlib").Path(__file__).parents[1]),
+        stdout=subprocess.DEVNULL)
+    report = json.loads(out.read_text())
+    peak = report["machine"]["peak_gflops"]
+    assert peak > 1
+    measured = {r["contestant"]: r for r in report["results"]}
+    assert set(measured) == {"kbert", "kbert (no XLA)", "HF PyTorch"}
+    for result in measured.values():
+        assert result["sequences_per_s"] > 0
+        # Utilisation above 1 would mean a wrong FLOP count or a wrong peak.
+        assert 0 < result["gflops_per_s"] / peak < 1
+    (row,) = report["summary"]
+    assert row["vs_hugging_face"] == pytest.approx(
+        max(measured["kbert"]["sequences_per_s"], measured["kbert (no XLA)"]["sequences_per_s"])
+        / measured["HF PyTorch"]["sequences_per_s"])
