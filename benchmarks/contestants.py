@@ -13,7 +13,8 @@ Cases:
   pretrain  MLM at 20 masked positions (+ NSP where the package has it), one AdamW step
   finetune  end to end on the real movie-review sentences: raw text → each package's own
             preprocessing in tf.data → `model.fit` at sequence_length 128 (TensorFlow only);
-            one call is a `fit` of FINETUNE_STEPS steps, pipeline start-up included
+            one call is a `fit` of FINETUNE_STEPS steps, pipeline start-up included; the
+            contestants run at batch 32, the paper's fine-tuning batch
 """
 
 import dataclasses

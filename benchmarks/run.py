@@ -109,8 +109,10 @@ class Bench:
                 time.sleep(0.5)  # lets the previous worker's spinning threads go to sleep
         for worker in self.workers.values():
             worker.ask(op="drop")
-        config = contestants_config(preset)
-        model_flops = flops.case_flops(case, config, seq)
+        # The finetune case trains on real sentences that kbert cuts to their batch's longest:
+        # FLOPs at the nominal length would overstate its work, so it gets no utilisation.
+        model_flops = (None if case == "finetune"
+                       else flops.case_flops(case, contestants_config(preset), seq))
         for label, framework, xla in chosen:
             if not per_round[label]:
                 continue
@@ -119,7 +121,7 @@ class Bench:
                 "case": case, "preset": preset, "batch": batch, "seq": seq,
                 "contestant": label, "framework": framework, "xla": xla,
                 "sequences_per_s": throughput, "rounds": per_round[label],
-                "gflops_per_s": throughput * model_flops / 1e9})
+                "gflops_per_s": model_flops and throughput * model_flops / 1e9})
         shown = "  ".join(f"{label} {statistics.median(v):.1f}"
                           for label, v in per_round.items() if v)
         print(f"{case:9s} {preset:5s} b{batch:<3d} s{seq:<4d} seq/s: {shown}", flush=True)
@@ -177,19 +179,23 @@ def summary(results, peak):
             continue
         row = {"case": key[0], "preset": key[1], "batch": key[2], "seq": key[3],
                "kbert": ours["contestant"], "kbert_sequences_per_s": ours["sequences_per_s"],
-               "kbert_mfu": ours["gflops_per_s"] / peak}
+               "kbert_mfu": ours["gflops_per_s"] and ours["gflops_per_s"] / peak}
         text = (f"{key[0]:9s} {key[1]:5s} b{key[2]:<3d} s{key[3]:<4d} "
-                f"kbert {ours['sequences_per_s']:7.1f} seq/s  MFU {row['kbert_mfu']:5.1%}")
+                f"kbert {ours['sequences_per_s']:7.1f} seq/s  MFU {_percent(row['kbert_mfu'])}")
         for peer in ("keras_hub", "hugging_face"):
             theirs = best(results, *key, peer)
             if theirs:
                 row[f"vs_{peer}"] = ours["sequences_per_s"] / theirs["sequences_per_s"]
+                mfu = theirs["gflops_per_s"] and theirs["gflops_per_s"] / peak
                 text += (f"  ×{row[f'vs_{peer}']:.2f} {theirs['contestant']} "
-                         f"({theirs['sequences_per_s']:.1f}, MFU "
-                         f"{theirs['gflops_per_s'] / peak:.1%})")
+                         f"({theirs['sequences_per_s']:.1f}, MFU {_percent(mfu)})")
         ratios.append(row)
         lines.append(text)
     return lines, ratios
+
+
+def _percent(fraction):
+    return "  n/a" if fraction is None else f"{fraction:5.1%}"
 
 
 def plot(results, path, preset):

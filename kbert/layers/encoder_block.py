@@ -93,19 +93,19 @@ class TransformerEncoderBlock(keras.layers.Layer):
         batch, seq_len = ops.shape(x)[0], ops.shape(x)[1]
         hidden = self.num_heads * self.head_size
 
-        # [batch, seq, 3·hidden] → three [batch, heads, seq, head_size] tensors.
+        # [batch, seq, 3·hidden] → three [batch, seq, heads, head_size] tensors; the einsums
+        # contract over heads in place, so no transposed copies are made.
         qkv = ops.reshape(self.qkv_dense(x), (batch, seq_len, 3, self.num_heads, self.head_size))
-        qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
-        query, key, value = qkv[0], qkv[1], qkv[2]
+        query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
 
-        scores = ops.matmul(query * (1.0 / math.sqrt(self.head_size)),
-                            ops.transpose(key, (0, 1, 3, 2)))
+        scores = ops.einsum("bqhd,bkhd->bhqk", query * (1.0 / math.sqrt(self.head_size)), key)
         if attention_bias is not None:
             scores = scores + ops.cast(attention_bias, scores.dtype)
         # Softmax in float32 even under mixed precision: bf16 sums of many small terms drift.
         probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), x.dtype)
-        context = ops.matmul(self.attention_dropout_layer(probs, training=training), value)
-        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch, seq_len, hidden))
+        context = ops.einsum("bhqk,bkhd->bqhd",
+                             self.attention_dropout_layer(probs, training=training), value)
+        context = ops.reshape(context, (batch, seq_len, hidden))
 
         attended = self.dropout_layer(self.attention_output_dense(context), training=training)
         x = self.attention_layer_norm(x + attended)
