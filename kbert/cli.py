@@ -64,7 +64,8 @@ def _pretrain(args) -> int:
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         mixed_precision=args.mixed_precision, jit_compile=args.xla,
         checkpoint_every=args.checkpoint_every, strategy=args.strategy,
-        whole_word=args.whole_word, nsp=not args.no_nsp, seed=args.seed)
+        whole_word=args.whole_word, nsp=not args.no_nsp, seed=args.seed,
+        profile_batches=args.profile_batches)
     print("held-out: " + ", ".join(f"{k} {metrics[k]:.4f}" for k in
                                    ("mlm_accuracy", "nsp_accuracy", "baseline_mlm_accuracy")
                                    if metrics.get(k) is not None))
@@ -74,6 +75,17 @@ def _pretrain(args) -> int:
 
 
 SPAN_TASKS = ("squad", "squad2", "conll")
+
+
+def _batch_range(text):
+    """"10,20" → (10, 20); "10" → 10 (one batch)."""
+    try:
+        numbers = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FIRST,LAST batch numbers, got {text!r}")
+    if len(numbers) not in (1, 2) or min(numbers) < 1:
+        raise argparse.ArgumentTypeError(f"expected FIRST,LAST batch numbers, got {text!r}")
+    return numbers[0] if len(numbers) == 1 else numbers
 
 
 def _finetune(args) -> int:
@@ -253,6 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
     pretrain.add_argument("--whole-word", action="store_true", help="whole-word masking")
     pretrain.add_argument("--no-nsp", action="store_true", help="the paper's No-NSP ablation")
     pretrain.add_argument("--seed", type=int, default=0)
+    pretrain.add_argument("--profile-batches", type=_batch_range, default=None,
+                          metavar="FIRST,LAST",
+                          help="write a profiler trace of these batches to TensorBoard's "
+                               "Profile tab, e.g. 10,20")
     pretrain.add_argument("--output", default="runs/pretrain")
     pretrain.set_defaults(run=_pretrain)
 

@@ -2,6 +2,7 @@ import importlib
 import json
 
 import numpy as np
+import pytest
 import safetensors.numpy
 import tensorflow as tf
 
@@ -67,9 +68,17 @@ def test_pretrain_from_the_command_line(tmp_path, capsys):
     out = tmp_path / "run"
     assert cli.main(["pretrain", "--preset", "tiny", "--corpus", str(corpus), "--steps", "2",
                      "--batch-size", "4", "--sequence-length", "32", "--checkpoint-every", "1",
-                     "--output", str(out)]) == 0
+                     "--profile-batches", "1,2", "--output", str(out)]) == 0
     assert "held-out: mlm_accuracy" in capsys.readouterr().out
     assert (out / "metrics.json").is_file() and (out / "model" / "config.json").is_file()
+    assert list(out.glob("logs/**/plugins/profile/*/*.xplane.pb"))
+
+
+@pytest.mark.parametrize("text", ["0,3", "a,b", "1,2,3"])
+def test_profile_batches_must_be_one_or_two_batch_numbers(text, capsys):
+    with pytest.raises(SystemExit):
+        cli.parse(cli.build_parser(), ["pretrain", "--profile-batches", text])
+    assert "FIRST,LAST" in capsys.readouterr().err
 
 
 def test_ner_finetune_evaluate_and_predict(tmp_path, capsys):

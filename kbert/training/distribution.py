@@ -74,6 +74,16 @@ def get_strategy(name=None):
     raise ValueError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
 
 
+def check_jit_compile(strategy, jit_compile):
+    """Refuses XLA under a multi-replica strategy: Keras 3's compiled train step then fails
+    deep in TensorFlow ("Trying to access resource ... replica_1 ... from device ...",
+    keras-team/keras#19005), after the data and model are built."""
+    if jit_compile and strategy.num_replicas_in_sync > 1:
+        raise ValueError(
+            f"XLA (jit_compile / --xla) does not work with {strategy.num_replicas_in_sync} "
+            f"replicas in Keras 3 (keras-team/keras#19005): train without XLA, or on one device.")
+
+
 def is_multi_worker(strategy):
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or (
         getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())

@@ -172,7 +172,8 @@ def pretrain(output, preset="mini", init=None, corpus=None, corpus_format="auto"
     from kbert.models.pretrainer import BertPretrainer
     from kbert.training.callbacks import StepCheckpoint, StepLogger, StopAtStep, \
         restore_checkpoint
-    from kbert.training.distribution import get_strategy, is_chief, is_multi_worker
+    from kbert.training.distribution import (check_jit_compile, get_strategy, is_chief,
+                                             is_multi_worker)
 
     if (steps is None) == (epochs is None):
         raise ValueError("Give exactly one of `steps` and `epochs`.")
@@ -185,6 +186,7 @@ def pretrain(output, preset="mini", init=None, corpus=None, corpus_format="auto"
     output = pathlib.Path(output)
     output.mkdir(parents=True, exist_ok=True)
     strategy = get_strategy(strategy)
+    check_jit_compile(strategy, jit_compile)
     chief = is_chief(strategy)
     keras.utils.set_random_seed(seed)
 
