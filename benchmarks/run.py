@@ -33,6 +33,7 @@ import time
 import keras
 
 from benchmarks import contestants, flops
+from kbert.config import BertConfig
 
 SWEEP_SEQ = (64, 128, 256, 512)
 SWEEP_BATCH = (1, 4, 16, 64)
@@ -93,17 +94,17 @@ class Bench:
                   and not (case == "finetune" and e[1] == "hugging_face")]
         rounds = rounds or self.args.rounds
         per_round = {label: [] for label, _, _ in chosen}
-        errors = {}
+        failed = set()
         for r in range(rounds):
             order = chosen[r % len(chosen):] + chosen[:r % len(chosen)]
             for label, framework, xla in order:
-                if label in errors:
+                if label in failed:
                     continue
                 answer = self.worker(framework).ask(
                     op="measure", case=case, preset=preset, batch=batch, seq=seq, xla=xla,
                     seconds=seconds or self.args.seconds)
                 if "error" in answer:
-                    errors[label] = answer["error"]
+                    failed.add(label)
                     print(f"  {label}: {answer['error']}", flush=True)
                     continue
                 per_round[label].append(answer["sequences"] / statistics.median(answer["times"]))
@@ -113,7 +114,7 @@ class Bench:
         # The finetune case trains on real sentences that kbert cuts to their batch's longest:
         # FLOPs at the nominal length would overstate its work, so it gets no utilisation.
         model_flops = (None if case == "finetune"
-                       else flops.case_flops(case, contestants_config(preset), seq))
+                       else flops.case_flops(case, BertConfig.preset(preset), seq))
         for label, framework, xla in chosen:
             if not per_round[label]:
                 continue
@@ -155,12 +156,6 @@ class Bench:
     def close(self):
         for worker in self.workers.values():
             worker.close()
-
-
-def contestants_config(preset):
-    from kbert.config import BertConfig
-
-    return BertConfig.preset(preset)
 
 
 def best(results, case, preset, batch, seq, framework):

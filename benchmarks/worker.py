@@ -6,7 +6,7 @@ line on stdin and reads one JSON answer per line from this process's original st
 the libraries print goes to stderr.
 
 Requests:
-  {"op": "measure", "case", "preset", "batch", "seq", "xla", "seconds", "overrides"}
+  {"op": "measure", "case", "preset", "batch", "seq", "xla", "seconds"}
       → {"times": [seconds per step, ...], "sequences": per step, "build_s": first-call cost}
   {"op": "drop"}  → forget built models (frees their memory)
   {"op": "peak"}  → {"gflops": best fp32 matmul of this package}
@@ -71,14 +71,12 @@ def _step(framework, dtype, request, steps):
     """The cached step for this request, built (and called once) if new; with its build time."""
     from kbert.config import BertConfig
 
-    overrides = request.get("overrides", {})
     xla = request.get("xla", True)
-    key = (request["case"], request["preset"], request["batch"], request["seq"], xla,
-           json.dumps(overrides, sort_keys=True))
+    key = (request["case"], request["preset"], request["batch"], request["seq"], xla)
     if key in steps:
         return steps[key], 0.0
     start = time.perf_counter()
-    config = BertConfig.preset(request["preset"], **overrides)
+    config = BertConfig.preset(request["preset"])
     kwargs = {} if framework == "hugging_face" else {"xla": xla}
     if framework == "kbert" and dtype:
         kwargs["dtype"] = dtype

@@ -26,7 +26,7 @@ from kbert.evaluation.classification import (
     regression_metrics,
 )
 from kbert.training.optimizer import make_optimizer
-from kbert.training.runs import save_model_and_tokenizer, subset
+from kbert.training.runs import parameter_counts, save_model_and_tokenizer, subset
 
 MODES = ("finetune", "feature")
 EVAL_SEED = 1234  # fixed, so that every run scores the same eval subset
@@ -197,9 +197,7 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
                      "warmup_fraction": warmup_fraction, "weight_decay": weight_decay,
                      "seed": seed},
         "sizes": {"train": len(train), **{k: len(v) for k, v in held_out.items()},
-                  "parameters": int(backbone.count_params()),
-                  "trainable_parameters": int(sum(np.prod(v.shape)
-                                                  for v in model.trainable_weights))},
+                  **parameter_counts(backbone, model)},
         "final_train_loss": float(history.history["loss"][-1]),
         "train_seconds": round(train_seconds, 1),
         "eval_seconds": round(eval_seconds, 1),

@@ -10,7 +10,8 @@ import numpy as np
 
 from kbert.training.finetune import EVAL_SEED, build_backbone
 from kbert.training.optimizer import make_optimizer
-from kbert.training.runs import subset, steps_and_epochs, fit_with_logs, save_run
+from kbert.training.runs import (fit_with_logs, parameter_counts, save_run, steps_and_epochs,
+                                 subset)
 
 
 def evaluate_conll(model, features, sentences, label_names, batch_size=64):
@@ -108,9 +109,7 @@ def finetune_conll(init="minilm_l6_h384_uncased", output_dir="runs/conll", epoch
                      "weight_decay": weight_decay, "lstm_units": lstm_units, "seed": seed},
         "sizes": {"train": len(train), **{k: len(v) for k, v in held_out.items()},
                   "truncated_train_words": int(features["truncated_words"]),
-                  "parameters": int(backbone.count_params()),
-                  "trainable_parameters": int(sum(np.prod(v.shape)
-                                                  for v in model.trainable_weights))},
+                  **parameter_counts(backbone, model)},
         "final_train_loss": float(history.history["loss"][-1]),
         "train_seconds": round(train_seconds, 1),
         "eval_seconds": round(eval_seconds, 1),

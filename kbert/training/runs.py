@@ -38,6 +38,12 @@ def fit_with_logs(model, dataset, epochs, steps_per_epoch, output_dir, verbose):
     return history, time.perf_counter() - start
 
 
+def parameter_counts(backbone, model):
+    """The sizes a run's metrics.json reports: all backbone weights, and what training updates."""
+    return {"parameters": int(backbone.count_params()),
+            "trainable_parameters": int(sum(math.prod(v.shape) for v in model.trainable_weights))}
+
+
 def save_model_and_tokenizer(model, tokenizer, output_dir):
     """model.keras, and the tokenizer as `BertTokenizer.from_pretrained(output_dir)` reads it
     back: vocab.txt and its casing in kbert_tokenizer.json."""
