@@ -1,11 +1,20 @@
 """The activations a BertConfig can name, as plain functions of keras.ops."""
 
+import math
+
 import keras
+from keras import ops
 
 
 def gelu(x):
-    """Exact GELU, x·Φ(x) with the Gaussian CDF through erf (Hugging Face's "gelu")."""
-    return keras.activations.gelu(x, approximate=False)
+    """Exact GELU, x·Φ(x) with the Gaussian CDF through erf (Hugging Face's "gelu").
+
+    Written with `erf` rather than Keras' `gelu`: on TensorFlow that one goes through `erfc`,
+    which XLA expands into two polynomial branches and a select, twice the cost of one erf.
+    In float32 the erf form is within 1.1e-6 of the float64 GELU on [-12, 12] (erfc's: 4e-7);
+    the difference is absolute, in the far negative tail, where 1 + erf(x) cancels.
+    """
+    return 0.5 * x * (1.0 + ops.erf(x * (1.0 / math.sqrt(2.0))))
 
 
 def gelu_tanh(x):

@@ -87,6 +87,14 @@ def test_gelu_forms():
     assert np.abs(exact - tanh).max() > 1e-4  # the two forms really differ
 
 
+def test_exact_gelu_in_float32_over_the_tails():
+    x = np.linspace(-12, 12, 2401)
+    exact = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    got = np.asarray(gelu(ops.convert_to_tensor(x, "float32")))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, exact, atol=2e-6, rtol=0)
+
+
 def test_activation_comes_from_the_config():
     x = np.random.default_rng(3).normal(size=(1, 4, 16)).astype("float32")
     exact, approx = _block(activation="gelu"), _block(activation="gelu_tanh")

@@ -45,3 +45,33 @@ def test_weight_decay_skips_layer_norm_and_bias(tiny_config, by_model):
         assert (id(v) in excluded) == is_norm_or_bias, v.path
         expected = old if is_norm_or_bias else old * factor
         np.testing.assert_allclose(v.numpy(), expected, rtol=1e-6, atol=1e-9, err_msg=v.path)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_global_norm_from_touched_rows_equals_the_dense_norm(jit):
+    """The clipping norm of an embedding gradient is taken from its touched rows only; it must
+    equal Keras' norm of the densified gradients, duplicates summed, with XLA too."""
+    import tensorflow as tf
+    from keras.src.optimizers.base_optimizer import clip_by_global_norm
+
+    from kbert.training.optimizer import AdamW
+
+    rng = np.random.default_rng(0)
+    indices = tf.constant(rng.integers(0, 50, 300), "int32")  # many repeats
+    values = tf.constant(rng.normal(size=(300, 8)), "float32")
+    other = tf.constant(rng.normal(size=(8, 3)), "float32")
+    optimizer = AdamW(1e-3, global_clipnorm=1.0)
+
+    def clipped(values, other):
+        slices = tf.IndexedSlices(values, indices, tf.constant([60, 8]))
+        pairs = optimizer._all_reduce_sum_gradients([(slices, None), (other, None)])
+        return [g for g, _ in pairs]
+
+    ours = tf.function(clipped, jit_compile=jit)(values, other)
+    dense = tf.math.unsorted_segment_sum(values, indices, 60)
+    expected = clip_by_global_norm([dense, other], 1.0)
+    assert float(tf.linalg.global_norm([dense, other])) > 10  # the clip really scales
+    for got, want in zip(ours, expected):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=1e-9)
+    bad = tf.tensor_scatter_nd_update(values, [[5, 0]], [np.inf])
+    assert np.isnan(tf.function(clipped, jit_compile=jit)(bad, other)[1].numpy()).all()
