@@ -78,7 +78,8 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.backend = keras.backend.backend()
-        self.entries = entries(self.backend, args.contestants)
+        self.entries = [e for e in entries(self.backend, args.contestants)
+                        if e[0] not in args.skip]
         self.log = open(args.log, "w") if args.log else None
         self.workers = {}
         self.results = []
@@ -156,6 +157,7 @@ class Bench:
     def close(self):
         for worker in self.workers.values():
             worker.close()
+        self.workers = {}
 
 
 def best(results, case, preset, batch, seq, framework):
@@ -248,6 +250,9 @@ def parse(argv=None):
     parser.add_argument("--presets", nargs="+", default=["mini", "base"])
     parser.add_argument("--contestants", nargs="+", default=list(contestants.BUILDERS),
                         choices=list(contestants.BUILDERS))
+    parser.add_argument("--skip", nargs="+", default=[], metavar="LABEL",
+                        help='contestant modes to leave out, e.g. "kbert (no XLA)" (saves '
+                             "memory at base size)")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
@@ -286,6 +291,7 @@ def main(argv=None):
                     batch = 32 if case == "finetune" else args.batch
                     bench.compare(case, preset, batch, args.seq)
                     save(report, bench, peak, args.out)
+                bench.close()  # fresh workers per preset: memory a process freed stays its own
         if "sweep" in args.parts:
             preset = args.presets[0]
             which = [bench.entries[0][0]] + [label for label, fw, xla in bench.entries
