@@ -100,12 +100,15 @@ def kbert_step(case, config, batch, seq, xla=True, dtype=None):
 def _kbert_finetune(config, batch, seq, xla):
     from kbert import BertBackbone, BertClassifier, BertPreprocessor, BertTokenizer
     from kbert.data.tasks.pipeline import make_dataset
+    from kbert.training.finetune import XLA_PAD_MULTIPLE
 
     train, vocab = sentiment_texts()
     preprocessor = BertPreprocessor(BertTokenizer(vocabulary=vocab, lowercase=True),
                                     sequence_length=seq)
-    # As kbert.finetune trains: shuffled, length-bucketed, padded to each batch's longest.
-    data = make_dataset(train, preprocessor, batch, shuffle=True, bucket=True, repeat=True)
+    # As kbert.finetune trains: shuffled, length-bucketed, padded to each batch's longest
+    # (under XLA rounded up, so that it compiles a few shapes).
+    data = make_dataset(train, preprocessor, batch, shuffle=True, bucket=True, repeat=True,
+                        pad_to_multiple_of=XLA_PAD_MULTIPLE if xla else 1)
     model = BertClassifier(BertBackbone(config), num_classes=2)
     model.compile(optimizer=optimizer_for(model), jit_compile=xla)
     return Step(lambda: model.fit(data, steps_per_epoch=FINETUNE_STEPS, verbose=0),

@@ -93,9 +93,10 @@ def _batch_range(text):
 def _finetune(args) -> int:
     """Fine-tunes on one task with the paper's recipe; metrics land in OUTPUT/metrics.json."""
     init = args.init or args.preset or "minilm_l6_h384_uncased"
-    if args.attention_images and args.task in SPAN_TASKS:
-        raise ValueError(f"--attention-images works with sentence and pair tasks, not with "
-                         f"{args.task}.")
+    for flag, value in (("--attention-images", args.attention_images), ("--xla", args.xla)):
+        if value and args.task in SPAN_TASKS:
+            raise ValueError(f"{flag} works with sentence and pair tasks, not with "
+                             f"{args.task}.")
     common = dict(init=init, output_dir=args.output, epochs=args.epochs, steps=args.steps,
                   batch_size=args.batch_size, learning_rate=args.learning_rate,
                   max_train_examples=args.max_train_examples,
@@ -110,7 +111,7 @@ def _finetune(args) -> int:
         from kbert.training.finetune import finetune
 
         metrics = finetune(task=args.task, sequence_length=args.sequence_length or 128,
-                           attention_sentence=args.attention_images, **common)
+                           attention_sentence=args.attention_images, xla=args.xla, **common)
     _print_metrics(metrics, args.output)
     return 0
 
@@ -314,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
     finetune.add_argument("--attention-images", metavar="SENTENCE",
                           help="write SENTENCE's attention heatmaps to TensorBoard while "
                                "training (OUTPUT/logs/attention)")
+    finetune.add_argument("--xla", action="store_true",
+                          help="compile train steps with XLA (batches padded to a multiple "
+                               "of 16)")
     finetune.add_argument("--output", default="runs/finetune")
     finetune.set_defaults(run=_finetune)
 

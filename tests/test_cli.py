@@ -136,9 +136,12 @@ def test_finetune_attention_images_flag(monkeypatch, capsys):
     monkeypatch.setattr(finetune_module, "finetune",
                         lambda **kwargs: calls.append(kwargs) or {"accuracy": 0.5})
     assert cli.main(["finetune", "--attention-images", "A fine film."]) == 0
-    assert calls[0]["attention_sentence"] == "A fine film."
+    assert calls[0]["attention_sentence"] == "A fine film." and calls[0]["xla"] is False
     assert cli.main(["finetune", "--task", "squad", "--attention-images", "A fine film."]) == 2
     assert "sentence and pair tasks, not with squad" in capsys.readouterr().err
+    assert cli.main(["finetune", "--xla"]) == 0 and calls[1]["xla"] is True
+    assert cli.main(["finetune", "--task", "conll", "--xla"]) == 2
+    assert "--xla works with sentence and pair tasks" in capsys.readouterr().err
 
 
 def test_config_file_errors_name_the_key(tmp_path, capsys):

@@ -29,6 +29,9 @@ from kbert.training.optimizer import make_optimizer
 from kbert.training.runs import parameter_counts, save_model_and_tokenizer, subset
 
 MODES = ("finetune", "feature")
+XLA_PAD_MULTIPLE = 16
+"""With `xla=True`, batches are padded to a multiple of this (8 shapes up to length 128):
+XLA compiles one program per input shape."""
 EVAL_SEED = 1234  # fixed, so that every run scores the same eval subset
 
 
@@ -100,7 +103,7 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
              epochs=3, steps=None, batch_size=32, sequence_length=128, learning_rate=None,
              max_train_examples=None, max_eval_examples=None, mode="finetune", data_dir=None,
              warmup_fraction=0.1, weight_decay=0.01, seed=0, verbose=1,
-             attention_sentence=None):
+             attention_sentence=None, xla=False):
     """Fine-tunes `init` on `task`, evaluates it, and saves metrics, logs and the model.
 
     Args:
@@ -121,6 +124,8 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
       attention_sentence: a text whose attention heatmaps (one image per layer, heads tiled)
         go to TensorBoard in OUTPUT/logs/attention/ at the start, about ten times during
         training and at the end (`kbert.viz.AttentionImages`).
+      xla: compile the train step with XLA; batch lengths are then rounded up to a multiple
+        of `XLA_PAD_MULTIPLE`, so that it compiles a few programs, not one per length.
 
     Returns the dict written to metrics.json: `dev` and `test` metric dicts (accuracy, f1,
     matthews_corrcoef; pearson, spearman for regression), the same final held-out numbers at
@@ -157,12 +162,14 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
     if mode == "feature":
         model.compile(optimizer=optimizer,
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      metrics=[keras.metrics.SparseCategoricalAccuracy("accuracy")])
+                      metrics=[keras.metrics.SparseCategoricalAccuracy("accuracy")],
+                      jit_compile=xla)
     else:
-        model.compile(optimizer=optimizer)
+        model.compile(optimizer=optimizer, jit_compile=xla)
 
     train_data = make_dataset(train, preprocessor, batch_size, task.kind, shuffle=True,
-                              bucket=True, repeat=True, seed=seed)
+                              bucket=True, repeat=True, seed=seed,
+                              pad_to_multiple_of=XLA_PAD_MULTIPLE if xla else 1)
     callbacks = [keras.callbacks.TensorBoard(log_dir=str(output_dir / "logs"),
                                              update_freq=max(1, min(50, total_steps // 20)))]
     if attention_sentence:
@@ -195,7 +202,7 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
         "settings": {"epochs": epochs, "steps": total_steps, "batch_size": batch_size,
                      "sequence_length": sequence_length, "learning_rate": learning_rate,
                      "warmup_fraction": warmup_fraction, "weight_decay": weight_decay,
-                     "seed": seed},
+                     "seed": seed, "xla": bool(xla)},
         "sizes": {"train": len(train), **{k: len(v) for k, v in held_out.items()},
                   **parameter_counts(backbone, model)},
         "final_train_loss": float(history.history["loss"][-1]),

@@ -37,6 +37,15 @@ def test_finetune_writes_metrics_logs_and_model(tmp_path):
 
 
 @pytest.mark.slow
+def test_finetune_with_xla_trains_on_padded_lengths(tmp_path):
+    metrics = finetune(toy_task(), init="tiny", output_dir=tmp_path, steps=4, batch_size=8,
+                       sequence_length=16, verbose=0, xla=True)
+    assert metrics["settings"]["xla"] is True and np.isfinite(metrics["final_train_loss"])
+    model = keras.saving.load_model(tmp_path / "model.keras")
+    assert model.output_shape == (None, 2)
+
+
+@pytest.mark.slow
 def test_regression_finetune_reports_correlations(tmp_path):
     metrics = finetune(toy_task("regression"), init="tiny", output_dir=tmp_path, steps=2,
                        batch_size=8, sequence_length=16, verbose=0)

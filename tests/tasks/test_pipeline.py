@@ -61,3 +61,20 @@ def test_bucketing_groups_similar_lengths_and_keeps_every_example():
     real = sum(int(x["padding_mask"].numpy().sum()) for x, _ in batches)
     padded = sum(int(np.prod(x["padding_mask"].shape)) for x, _ in batches)
     assert padded - real < 0.5 * (13 * 64 - real)
+
+
+def test_padding_to_a_multiple_keeps_the_tokens_and_caps_at_the_sequence_length():
+    examples = [(" ".join(["good"] * n), n) for n in (1, 2, 5, 6, 9, 13)]
+    exact = list(make_dataset(examples, preprocessor(15), batch_size=2))
+    rounded = list(make_dataset(examples, preprocessor(15), batch_size=2, pad_to_multiple_of=4))
+    # longest per batch: 4, 8, 15 tokens (the last truncated at 15) → 4, 8, 15 (not 16)
+    assert [x["token_ids"].shape[1] for x, _ in exact] == [4, 8, 15]
+    assert [x["token_ids"].shape[1] for x, _ in rounded] == [4, 8, 15]
+    three = list(make_dataset(examples, preprocessor(15), batch_size=3, pad_to_multiple_of=4))
+    assert [x["token_ids"].shape[1] for x, _ in three] == [8, 15]  # 7 → 8, 15 stays
+    for (x, _), (y, _) in zip(list(make_dataset(examples, preprocessor(15), batch_size=3)),
+                              three):
+        for key in x:
+            cut = x[key].shape[1]
+            np.testing.assert_array_equal(y[key][:, :cut], x[key])
+            assert not y[key][:, cut:].numpy().any()  # the added columns are padding (all 0)

@@ -25,13 +25,15 @@ def _bucket_boundaries(features, count=8):
 
 
 def make_dataset(examples, preprocessor, batch_size=32, kind="classification", shuffle=False,
-                 bucket=False, repeat=False, seed=0):
+                 bucket=False, repeat=False, seed=0, pad_to_multiple_of=1):
     """A tf.data pipeline of `(inputs, labels)` batches for a model.
 
     Raw strings flow through the pipeline; each batch is tokenized and packed in the graph by
     `preprocessor` (a `BertPreprocessor`) and then cut to the longest real sequence in the
     batch. `bucket=True` batches texts of similar character length together (8 buckets at the
     length quantiles), which cuts padding further; use it for training only (it reorders).
+    `pad_to_multiple_of=m` rounds each batch's length up to a multiple of m (at most
+    `sequence_length`), so that an XLA-compiled model sees a few shapes, not one per length.
     Multiple-choice examples give inputs shaped [batch, num_choices, seq], each choice packed
     as the pair (question, choice).
     """
@@ -65,6 +67,9 @@ def make_dataset(examples, preprocessor, batch_size=32, kind="classification", s
         else:
             packed = preprocessor(texts[0] if len(texts) == 1 else tuple(texts))
         longest = tf.reduce_max(tf.reduce_sum(packed["padding_mask"], -1))
+        if pad_to_multiple_of > 1:
+            longest = tf.minimum(-(-longest // pad_to_multiple_of) * pad_to_multiple_of,
+                                 preprocessor.sequence_length)
         return {k: v[..., :longest] for k, v in packed.items()}, y
 
     return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
