@@ -18,6 +18,7 @@ only kbert runs, in XLA; `--dtype mixed_bfloat16` selects bf16 there.
 
     python -m benchmarks.run                  # everything, ~1 h on 2 cores
     python -m benchmarks.run --parts cases --presets mini
+    python -m benchmarks.run --parts cases --presets base --skip "kbert (no XLA)"  # < 24 GB
     python -m benchmarks.run --quick          # tiny sizes, seconds: checks the harness
 """
 
