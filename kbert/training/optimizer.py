@@ -63,16 +63,12 @@ class SummedDenseGradients:
         import tensorflow as tf
 
         pairs = super()._all_reduce_sum_gradients(grads_and_vars)
-        grads, squares = [], []
-        for g, _ in pairs:
-            if isinstance(g, tf.IndexedSlices):
-                dense = tf.convert_to_tensor(g)
-                squares.append(_squared_norm(dense, g.indices))
-                g = dense
-            elif g is not None:
-                squares.append(tf.reduce_sum(tf.square(g)))
-            grads.append(g)
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                 for g, _ in pairs]
         if self.global_clipnorm and self.global_clipnorm > 0 and not self.clipnorm:
+            squares = [_squared_norm(dense, g.indices) if isinstance(g, tf.IndexedSlices)
+                       else tf.reduce_sum(tf.square(dense))
+                       for (g, _), dense in zip(pairs, grads) if dense is not None]
             grads = _clip_to_norm(grads, tf.sqrt(tf.add_n(squares)), self.global_clipnorm)
         else:
             grads = super()._clip_gradients(grads)
