@@ -109,3 +109,24 @@ def test_config_round_trip_and_bad_width():
     assert TransformerEncoderBlock.from_config(block.get_config()).get_config() == block.get_config()
     with pytest.raises(ValueError, match="not divisible"):
         TransformerEncoderBlock(num_heads=3, intermediate_size=8).build((None, None, 16))
+
+
+def test_backward_graph_has_no_slice_gradients():
+    """TensorFlow without XLA (kbert finetune's default) turns a slice's gradient into a
+    full-size zero tensor with the slice scattered in; the fused q/k/v split must avoid it."""
+    import tensorflow as tf
+
+    block = TransformerEncoderBlock(num_heads=2, intermediate_size=16)
+    x = tf.random.normal((2, 5, 8))
+    block(x)
+
+    @tf.function
+    def gradients(x):
+        with tf.GradientTape() as tape:
+            y = block(x, training=True)
+        return tape.gradient(y, block.trainable_variables)
+
+    graph = gradients.get_concrete_function(x).graph
+    op_types = {op.type for op in graph.get_operations()}
+    assert "MatMul" in op_types or "BatchMatMulV2" in op_types  # the backward pass is there
+    assert "StridedSliceGrad" not in op_types
