@@ -105,8 +105,15 @@ class TransformerEncoderBlock(keras.layers.Layer):
             scores = scores + ops.cast(attention_bias, scores.dtype)
         # Softmax in float32 even under mixed precision: bf16 sums of many small terms drift.
         probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), x.dtype)
-        context = ops.einsum("bhqk,bkhd->bqhd",
-                             self.attention_dropout_layer(probs, training=training), value)
+        dropped = self.attention_dropout_layer(probs, training=training)
+        if training:
+            # The same product with values laid out [batch, heads, head_size, key]: XLA on a CPU
+            # then computes the values' gradient as a plain matmul instead of one with a
+            # transposed left operand, which runs at a third of the speed (~2% of a step).
+            # Inference keeps the form XLA runs fastest without gradients.
+            context = ops.einsum("bhqk,bhdk->bqhd", dropped, ops.transpose(value, (0, 2, 3, 1)))
+        else:
+            context = ops.einsum("bhqk,bkhd->bqhd", dropped, value)
         context = ops.reshape(context, (batch, seq_len, hidden))
 
         attended = self.dropout_layer(self.attention_output_dense(context), training=training)
