@@ -94,7 +94,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         hidden = self.num_heads * self.head_size
 
         # [batch, seq, 3·hidden] → three [batch, seq, heads, head_size] tensors; the einsums
-        # contract over heads in place, so no transposed copies are made. Unstacked, not
+        # contract over heads in place (only training re-lays the values out). Unstacked, not
         # sliced: TensorFlow without XLA back-propagates each slice as a full-size zero tensor
         # with the slice scattered in (a sixth of a BERT-mini step), an unstack as one stack.
         qkv = ops.reshape(self.qkv_dense(x), (batch, seq_len, 3, self.num_heads, self.head_size))

@@ -56,8 +56,9 @@ def test_training_layout_computes_the_same_block():
                                     attention_dropout=0.0)
     block.build((None, None, 16))
     x = tf.constant(np.random.default_rng(1).normal(size=(2, 5, 16)).astype("float32"))
-    bias = attention_bias(np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32"))
-    want = _numpy_block(block, x.numpy().astype("float64"), np.array([[1] * 5, [1, 1, 1, 0, 0]]))
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
+    bias = attention_bias(mask)
+    want = _numpy_block(block, x.numpy().astype("float64"), mask)
     grads = []
     for training in (False, True):
         with tf.GradientTape() as tape:
