@@ -311,6 +311,7 @@ def main(argv=None):
             plot(bench.results, args.plot, preset)
             report["plot"] = args.plot
         if "memory" in args.parts:
+            bench.close()  # the sweep's workers would hold their memory beside the fresh processes
             preset = "tiny" if args.quick else "base"
             report["memory"] = {"preset": preset, "batch": 32, "seq": args.seq,
                                 "peak_rss_mb": bench.memory(preset, 32, args.seq)}
