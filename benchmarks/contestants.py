@@ -78,7 +78,7 @@ def kbert_step(case, config, batch, seq, xla=True, dtype=None):
 
     keras.utils.set_random_seed(0)
     if case == "finetune":
-        return _kbert_finetune(config, batch, seq, xla)
+        return _kbert_finetune(config, batch, seq, xla, dtype)
     data = random_batch(config, batch, seq)
     backbone = BertBackbone(config, dtype=dtype)
     if case == "infer":
@@ -97,7 +97,7 @@ def kbert_step(case, config, batch, seq, xla=True, dtype=None):
     return Step(lambda: model.train_on_batch(inputs, targets, sample_weight=weights), batch)
 
 
-def _kbert_finetune(config, batch, seq, xla):
+def _kbert_finetune(config, batch, seq, xla, dtype=None):
     from kbert import BertBackbone, BertClassifier, BertPreprocessor, BertTokenizer
     from kbert.data.tasks.pipeline import make_dataset
     from kbert.training.finetune import XLA_PAD_MULTIPLE
@@ -109,7 +109,7 @@ def _kbert_finetune(config, batch, seq, xla):
     # (under XLA rounded up, so that it compiles a few shapes).
     data = make_dataset(train, preprocessor, batch, shuffle=True, bucket=True, repeat=True,
                         pad_to_multiple_of=XLA_PAD_MULTIPLE if xla else 1)
-    model = BertClassifier(BertBackbone(config), num_classes=2)
+    model = BertClassifier(BertBackbone(config, dtype=dtype), num_classes=2)
     model.compile(optimizer=optimizer_for(model), jit_compile=xla)
     return Step(lambda: model.fit(data, steps_per_epoch=FINETUNE_STEPS, verbose=0),
                 FINETUNE_STEPS * batch)

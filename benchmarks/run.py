@@ -14,7 +14,8 @@ Parts (all on by default):
 
 On the TensorFlow backend every Keras contestant runs with and without XLA; ratios compare
 each package's best mode. Under KERAS_BACKEND=jax (e.g. on a GPU machine without TensorFlow)
-only kbert runs, in XLA; `--dtype mixed_bfloat16` selects bf16 there.
+only kbert runs, in XLA. `--dtype mixed_bfloat16` makes kbert compute in bf16 (on either
+backend; the peers stay float32, and MFU is still against the fp32 matmul peak).
 
     python -m benchmarks.run                  # everything, ~1 h on 2 cores
     python -m benchmarks.run --parts cases --presets mini

@@ -101,7 +101,7 @@ def _finetune(args) -> int:
                   batch_size=args.batch_size, learning_rate=args.learning_rate,
                   max_train_examples=args.max_train_examples,
                   max_eval_examples=args.max_eval_examples, mode=args.mode,
-                  data_dir=args.data_dir, seed=args.seed)
+                  data_dir=args.data_dir, seed=args.seed, mixed_precision=args.mixed_precision)
     if args.task in SPAN_TASKS:
         from kbert.training.finetune_spans import finetune_task
 
@@ -318,6 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     finetune.add_argument("--xla", action="store_true",
                           help="compile train steps with XLA (batches padded to a multiple "
                                "of 16)")
+    finetune.add_argument("--mixed-precision", choices=("bf16", "fp16"),
+                          help="compute in bfloat16 (faster on CPUs with AVX512-BF16 or AMX, "
+                               "without --xla) or float16 (GPUs; loss scaling), weights float32")
     finetune.add_argument("--output", default="runs/finetune")
     finetune.set_defaults(run=_finetune)
 

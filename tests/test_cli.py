@@ -144,6 +144,20 @@ def test_finetune_attention_images_flag(monkeypatch, capsys):
     assert "--xla works with sentence and pair tasks" in capsys.readouterr().err
 
 
+def test_finetune_mixed_precision_flag_reaches_every_task(monkeypatch):
+    calls = []
+    record = lambda *args, **kwargs: calls.append(kwargs) or {"accuracy": 0.5}  # noqa: E731
+    monkeypatch.setattr(finetune_module, "finetune", record)
+    monkeypatch.setattr(importlib.import_module("kbert.training.finetune_spans"),
+                        "finetune_task", record)
+    assert cli.main(["finetune", "--mixed-precision", "bf16"]) == 0
+    assert cli.main(["finetune", "--task", "conll", "--mixed-precision", "fp16"]) == 0
+    assert cli.main(["finetune"]) == 0
+    assert [c["mixed_precision"] for c in calls] == ["bf16", "fp16", None]
+    with pytest.raises(SystemExit):
+        cli.main(["finetune", "--mixed-precision", "int8"])
+
+
 def test_config_file_errors_name_the_key(tmp_path, capsys):
     config = tmp_path / "bad.yaml"
     config.write_text("steps: 10\nbatch_sise: 8\n")

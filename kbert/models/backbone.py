@@ -67,7 +67,10 @@ class BertBackbone(keras.Model):
             outputs["hidden_states"] = hidden_states
         if output_attentions:
             outputs["attention_probs"] = attention_probs
-        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        if dtype is not None:
+            # Keras' functional constructor drops `dtype`; task heads and get_config read it.
+            self.dtype_policy = dtype
 
         # === Config ===
         self.config = config

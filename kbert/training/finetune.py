@@ -26,6 +26,7 @@ from kbert.evaluation.classification import (
     regression_metrics,
 )
 from kbert.training.optimizer import make_optimizer
+from kbert.training.precision import dtype_policy, needs_loss_scale
 from kbert.training.runs import parameter_counts, save_model_and_tokenizer, subset
 
 MODES = ("finetune", "feature")
@@ -35,8 +36,8 @@ XLA compiles one program per input shape."""
 EVAL_SEED = 1234  # fixed, so that every run scores the same eval subset
 
 
-def build_backbone(init):
-    """(backbone, tokenizer) for `init`:
+def build_backbone(init, dtype=None):
+    """(backbone, tokenizer) for `init`, computing under the Keras dtype policy `dtype`:
 
     * a checkpoint directory or weights preset ("minilm_l6_h384_uncased"): pretrained weights
       and that checkpoint's vocabulary;
@@ -51,15 +52,16 @@ def build_backbone(init):
 
     if init in PRESETS:
         vocabulary = resolve("minilm_l6_h384_uncased")
-        return BertBackbone(BertConfig.preset(init)), BertTokenizer.from_pretrained(vocabulary)
+        return (BertBackbone(BertConfig.preset(init), dtype=dtype),
+                BertTokenizer.from_pretrained(vocabulary))
     if isinstance(init, str) and init.startswith("random:"):
         from kbert.convert import read_checkpoint
 
         path = resolve(init.split(":", 1)[1])
         config, _ = read_checkpoint(path)
-        return BertBackbone(config), BertTokenizer.from_pretrained(path)
+        return BertBackbone(config, dtype=dtype), BertTokenizer.from_pretrained(path)
     path = resolve(init)
-    return BertBackbone.from_pretrained(path), BertTokenizer.from_pretrained(path)
+    return BertBackbone.from_pretrained(path, dtype=dtype), BertTokenizer.from_pretrained(path)
 
 
 def build_model(task: Task, backbone, mode="finetune", dropout=0.1):
@@ -103,7 +105,7 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
              epochs=3, steps=None, batch_size=32, sequence_length=128, learning_rate=None,
              max_train_examples=None, max_eval_examples=None, mode="finetune", data_dir=None,
              warmup_fraction=0.1, weight_decay=0.01, seed=0, verbose=1,
-             attention_sentence=None, xla=False):
+             attention_sentence=None, xla=False, mixed_precision=None):
     """Fine-tunes `init` on `task`, evaluates it, and saves metrics, logs and the model.
 
     Args:
@@ -126,6 +128,8 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
         training and at the end (`kbert.viz.AttentionImages`).
       xla: compile the train step with XLA; batch lengths are then rounded up to a multiple
         of `XLA_PAD_MULTIPLE`, so that it compiles a few programs, not one per length.
+      mixed_precision: None (float32), "bf16" or "fp16" (with dynamic loss scaling); see
+        `kbert.training.precision`. Weights stay float32.
 
     Returns the dict written to metrics.json: `dev` and `test` metric dicts (accuracy, f1,
     matthews_corrcoef; pearson, spearman for regression), the same final held-out numbers at
@@ -140,6 +144,7 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
         raise ValueError("Give a positive number of epochs or steps.")
     if learning_rate is None:
         learning_rate = 1e-3 if mode == "feature" else 5e-5
+    policy = dtype_policy(mixed_precision)
     output_dir = pathlib.Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(seed)
@@ -149,7 +154,7 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
     held_out = {split: subset(task.splits[split], max_eval_examples, EVAL_SEED)
                 for split in ("dev", "test") if task.splits.get(split)}
 
-    backbone, tokenizer = build_backbone(init)
+    backbone, tokenizer = build_backbone(init, dtype=policy)
     preprocessor = BertPreprocessor(tokenizer, sequence_length=sequence_length)
     model = build_model(task, backbone, mode)
 
@@ -158,7 +163,7 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
         epochs, steps_per_epoch = 1, int(steps)
     total_steps = epochs * steps_per_epoch
     optimizer = make_optimizer(learning_rate, total_steps, warmup_fraction, weight_decay,
-                               model=model)
+                               model=model, loss_scale=needs_loss_scale(policy))
     if mode == "feature":
         model.compile(optimizer=optimizer,
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -202,7 +207,7 @@ def finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir="runs/f
         "settings": {"epochs": epochs, "steps": total_steps, "batch_size": batch_size,
                      "sequence_length": sequence_length, "learning_rate": learning_rate,
                      "warmup_fraction": warmup_fraction, "weight_decay": weight_decay,
-                     "seed": seed, "xla": bool(xla)},
+                     "seed": seed, "xla": bool(xla), "mixed_precision": policy},
         "sizes": {"train": len(train), **{k: len(v) for k, v in held_out.items()},
                   **parameter_counts(backbone, model)},
         "final_train_loss": float(history.history["loss"][-1]),

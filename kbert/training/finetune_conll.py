@@ -10,6 +10,7 @@ import numpy as np
 
 from kbert.training.finetune import EVAL_SEED, build_backbone
 from kbert.training.optimizer import make_optimizer
+from kbert.training.precision import dtype_policy, needs_loss_scale
 from kbert.training.runs import (fit_with_logs, parameter_counts, save_run, steps_and_epochs,
                                  subset)
 
@@ -37,12 +38,13 @@ def finetune_conll(init="minilm_l6_h384_uncased", output_dir="runs/conll", epoch
                    steps=None, batch_size=32, sequence_length=128, learning_rate=None,
                    max_train_examples=None, max_eval_examples=None, mode="finetune",
                    data_dir=None, scheme="auto", warmup_fraction=0.1, weight_decay=0.01,
-                   lstm_units=128, seed=0, verbose=1, splits=None, label_names=None):
+                   lstm_units=128, seed=0, verbose=1, splits=None, label_names=None,
+                   mixed_precision=None):
     """Fine-tunes a `BertTokenClassifier` on CoNLL-2003 NER and scores entity-level
     precision / recall / F1 (seqeval's default mode) on dev and test.
 
     Arguments as `kbert.training.finetune` (max_train_examples / max_eval_examples count
-    sentences), plus:
+    sentences; mixed_precision), plus:
       mode: "finetune" (all weights) or "feature" (the paper's feature-based variant: frozen
         BERT, last four layers concatenated, a BiLSTM tagger of `lstm_units` per direction);
         default learning rate 5e-5, or 1e-3 with "feature";
@@ -61,6 +63,7 @@ def finetune_conll(init="minilm_l6_h384_uncased", output_dir="runs/conll", epoch
         raise ValueError(f"mode must be 'finetune' or 'feature', got {mode!r}.")
     if learning_rate is None:
         learning_rate = 1e-3 if mode == "feature" else 5e-5
+    policy = dtype_policy(mixed_precision)
     output_dir = pathlib.Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(seed)
@@ -74,7 +77,7 @@ def finetune_conll(init="minilm_l6_h384_uncased", output_dir="runs/conll", epoch
                        else ["O"] + sorted(tags - {"O"}))
     label_names = list(label_names)
 
-    backbone, tokenizer = build_backbone(init)
+    backbone, tokenizer = build_backbone(init, dtype=policy)
     feature_layers = (tuple(range(-min(4, backbone.config.num_layers), 0))
                       if mode == "feature" else None)
     model = BertTokenClassifier(backbone, label_names=label_names,
@@ -82,7 +85,8 @@ def finetune_conll(init="minilm_l6_h384_uncased", output_dir="runs/conll", epoch
     features = conll_features(train, tokenizer, sequence_length, label_names)
     epochs, steps_per_epoch = steps_and_epochs(len(train), batch_size, epochs, steps)
     model.compile(optimizer=make_optimizer(learning_rate, epochs * steps_per_epoch,
-                                           warmup_fraction, weight_decay, model=model))
+                                           warmup_fraction, weight_decay, model=model,
+                                           loss_scale=needs_loss_scale(policy)))
     dataset = tagging_dataset(features, batch_size, shuffle=True, repeat=True, seed=seed,
                               bucket=True)
     history, train_seconds = fit_with_logs(model, dataset, epochs, steps_per_epoch, output_dir, verbose)
@@ -106,7 +110,8 @@ def finetune_conll(init="minilm_l6_h384_uncased", output_dir="runs/conll", epoch
         "settings": {"epochs": epochs, "steps": epochs * steps_per_epoch,
                      "batch_size": batch_size, "sequence_length": sequence_length,
                      "learning_rate": learning_rate, "warmup_fraction": warmup_fraction,
-                     "weight_decay": weight_decay, "lstm_units": lstm_units, "seed": seed},
+                     "weight_decay": weight_decay, "lstm_units": lstm_units, "seed": seed,
+                     "mixed_precision": policy},
         "sizes": {"train": len(train), **{k: len(v) for k, v in held_out.items()},
                   "truncated_train_words": int(features["truncated_words"]),
                   **parameter_counts(backbone, model)},

@@ -8,6 +8,7 @@ import keras
 
 from kbert.training.finetune import EVAL_SEED, build_backbone
 from kbert.training.optimizer import make_optimizer
+from kbert.training.precision import dtype_policy, needs_loss_scale
 from kbert.training.runs import subset, steps_and_epochs, fit_with_logs, save_run
 
 SQUAD_TASKS = {"squad": "1.1", "squad2": "2.0"}
@@ -67,13 +68,15 @@ def finetune_squad(version="1.1", init="minilm_l6_h384_uncased", output_dir="run
                    max_query_length=64, learning_rate=5e-5, max_train_examples=None,
                    max_eval_examples=None, data_dir=None, warmup_fraction=0.1,
                    weight_decay=0.01, n_best=20, max_answer_length=30, null_threshold=0.0,
-                   unanswerable_fraction=0.5, seed=0, verbose=1, splits=None):
+                   unanswerable_fraction=0.5, seed=0, verbose=1, splits=None,
+                   mixed_precision=None):
     """Fine-tunes a `BertSpanLabeler` on SQuAD `version` ("1.1" or "2.0"), scores the dev set
     with the official EM / F1, and saves metrics, logs, predictions and the model.
 
     Arguments as `kbert.training.finetune` (init, epochs/steps, batch_size, learning_rate,
     max_train_examples: a random train subset of that many questions chosen with `seed`,
-    max_eval_examples: a fixed dev subset, warmup_fraction, weight_decay, seed), plus:
+    max_eval_examples: a fixed dev subset, warmup_fraction, weight_decay, seed,
+    mixed_precision), plus:
       sequence_length, doc_stride, max_query_length: the windowing (`squad_features`);
       n_best, max_answer_length, null_threshold: the decoding (`decode_answers`);
       unanswerable_fraction: for v2.0 built from v1.1 (`squad_splits`);
@@ -89,6 +92,7 @@ def finetune_squad(version="1.1", init="minilm_l6_h384_uncased", output_dir="run
     version = SQUAD_TASKS.get(version, str(version))
     if version not in ("1.1", "2.0"):
         raise ValueError(f"version must be '1.1' or '2.0', got {version!r}.")
+    policy = dtype_policy(mixed_precision)
     output_dir = pathlib.Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(seed)
@@ -96,14 +100,15 @@ def finetune_squad(version="1.1", init="minilm_l6_h384_uncased", output_dir="run
     train = subset(splits["train"], max_train_examples, seed)
     dev = subset(splits["dev"], max_eval_examples, EVAL_SEED)
 
-    backbone, tokenizer = build_backbone(init)
+    backbone, tokenizer = build_backbone(init, dtype=policy)
     model = BertSpanLabeler(backbone)
     features = training_features(
         train, squad_features(train, tokenizer, sequence_length, doc_stride, max_query_length))
     count = len(features["token_ids"])
     epochs, steps_per_epoch = steps_and_epochs(count, batch_size, epochs, steps)
     model.compile(optimizer=make_optimizer(learning_rate, epochs * steps_per_epoch,
-                                           warmup_fraction, weight_decay, model=model))
+                                           warmup_fraction, weight_decay, model=model,
+                                           loss_scale=needs_loss_scale(policy)))
     dataset = span_dataset(features, batch_size, shuffle=True, repeat=True, seed=seed)
     history, train_seconds = fit_with_logs(model, dataset, epochs, steps_per_epoch, output_dir, verbose)
 
@@ -126,7 +131,7 @@ def finetune_squad(version="1.1", init="minilm_l6_h384_uncased", output_dir="run
                      "learning_rate": learning_rate, "warmup_fraction": warmup_fraction,
                      "weight_decay": weight_decay, "n_best": n_best,
                      "max_answer_length": max_answer_length, "null_threshold": null_threshold,
-                     "seed": seed},
+                     "seed": seed, "mixed_precision": policy},
         "sizes": {"train": len(train), "train_features": count, "dev": len(dev),
                   "unmappable_train_answers": len(features["unmappable"]),
                   "parameters": int(backbone.count_params())},

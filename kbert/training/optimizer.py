@@ -185,8 +185,10 @@ def no_decay_variables(model):
 
 
 def make_optimizer(learning_rate, total_steps, warmup_fraction=0.1, weight_decay=0.01,
-                   clipnorm=1.0, beta_1=0.9, beta_2=0.999, epsilon=1e-6, model=None):
-    """BERT's AdamW for `total_steps` steps peaking at `learning_rate` (see module docstring).
+                   clipnorm=1.0, beta_1=0.9, beta_2=0.999, epsilon=1e-6, model=None,
+                   loss_scale=False):
+    """BERT's AdamW for `total_steps` steps peaking at `learning_rate` (see module docstring),
+    wrapped in kbert's `LossScaleOptimizer` with `loss_scale` (float16 training).
 
     Weight decay skips LayerNorm and bias variables: when `model` is given, exactly the
     variables `no_decay_variables(model)` lists; otherwise by name (`gamma`, `beta`, `*bias`),
@@ -201,4 +203,4 @@ def make_optimizer(learning_rate, total_steps, warmup_fraction=0.1, weight_decay
         optimizer.exclude_from_weight_decay(var_list=no_decay_variables(model))
     else:
         optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY_NAMES))
-    return optimizer
+    return LossScaleOptimizer(optimizer) if loss_scale else optimizer

@@ -42,11 +42,8 @@ import time
 import numpy as np
 
 from kbert.config import PRESETS
+from kbert.training.precision import dtype_policy, needs_loss_scale
 
-MIXED_PRECISION = {None: None, "fp32": None, "float32": None, "bf16": "mixed_bfloat16",
-                   "bfloat16": "mixed_bfloat16", "mixed_bfloat16": "mixed_bfloat16",
-                   "fp16": "mixed_float16", "float16": "mixed_float16",
-                   "mixed_float16": "mixed_float16"}
 OPTIMIZERS = ("adamw", "lamb")
 
 
@@ -177,10 +174,7 @@ def pretrain(output, preset="mini", init=None, corpus=None, corpus_format="auto"
 
     if (steps is None) == (epochs is None):
         raise ValueError("Give exactly one of `steps` and `epochs`.")
-    if mixed_precision not in MIXED_PRECISION:
-        raise ValueError(f"mixed_precision must be one of None, 'bf16', 'fp16'; got "
-                         f"{mixed_precision!r}.")
-    policy = MIXED_PRECISION[mixed_precision]
+    policy = dtype_policy(mixed_precision)
     accumulation = max(1, int(gradient_accumulation_steps))
     max_predictions = max_predictions or default_max_predictions(sequence_length, mask_rate)
     output = pathlib.Path(output)
@@ -261,7 +255,7 @@ def pretrain(output, preset="mini", init=None, corpus=None, corpus_format="auto"
         opt = make_pretraining_optimizer(
             model, learning_rate, total_steps, optimizer, warmup_steps, warmup_fraction,
             decay_power, weight_decay, clipnorm, accumulation,
-            loss_scale=policy == "mixed_float16")
+            loss_scale=needs_loss_scale(policy))
         model.compile(optimizer=opt, jit_compile=bool(jit_compile))
 
     run = {"preset": None if init or config else preset, "init": str(init) if init else None,

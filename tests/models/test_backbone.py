@@ -80,6 +80,9 @@ def test_mixed_precision_policy(tiny_config):
     out = backbone(make_inputs())
     assert out["sequence_output"].dtype == "bfloat16"
     assert backbone.embeddings.token_embedding.embeddings.dtype == "float32"
+    # The policy is the model's too, so task heads and a saved model keep it.
+    clone = BertBackbone.from_config(backbone.get_config())
+    assert backbone.dtype_policy.name == clone.dtype_policy.name == "mixed_bfloat16"
 
 
 def test_stable_layer_names(tiny_config):
