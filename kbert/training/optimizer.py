@@ -95,7 +95,28 @@ def _clip_to_norm(grads, norm, clip_norm):
 
 @keras.saving.register_keras_serializable(package="kbert")
 class AdamW(SummedDenseGradients, keras.optimizers.AdamW):
-    """Keras' AdamW updating from the summed dense gradient (`SummedDenseGradients`)."""
+    """Keras' AdamW updating from the summed dense gradient (`SummedDenseGradients`), on
+    TensorFlow with one fused kernel per variable."""
+
+    def update_step(self, gradient, variable, learning_rate):
+        if keras.backend.backend() != "tensorflow" or self.amsgrad:
+            return super().update_step(gradient, variable, learning_rate)
+        import tensorflow as tf
+
+        # TensorFlow's ApplyAdam computes Keras' Adam update exactly (m += (g - m)(1 - β1),
+        # v += (g² - v)(1 - β2), var -= lr·√(1 - β2^t)/(1 - β1^t) · m/(√v + ε)), but in one
+        # pass over the variable and its moments where Keras' ops make a dozen.
+        dtype = variable.dtype
+        step = tf.cast(self.iterations + 1, dtype)
+        index = self._get_variable_index(variable)
+        return tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle, m=self._momentums[index].handle,
+            v=self._velocities[index].handle,
+            beta1_power=tf.pow(tf.cast(self.beta_1, dtype), step),
+            beta2_power=tf.pow(tf.cast(self.beta_2, dtype), step),
+            lr=tf.cast(learning_rate, dtype), beta1=tf.cast(self.beta_1, dtype),
+            beta2=tf.cast(self.beta_2, dtype), epsilon=tf.cast(self.epsilon, dtype),
+            grad=tf.cast(gradient, dtype))
 
 
 @keras.saving.register_keras_serializable(package="kbert")

@@ -75,3 +75,33 @@ def test_global_norm_from_touched_rows_equals_the_dense_norm(jit):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=1e-9)
     bad = tf.tensor_scatter_nd_update(values, [[5, 0]], [np.inf])
     assert np.isnan(tf.function(clipped, jit_compile=jit)(bad, other)[1].numpy()).all()
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_fused_update_equals_keras_adamw(jit):
+    """kbert's AdamW updates each variable with TensorFlow's fused ApplyAdam kernel; weights
+    and both moments must follow Keras' own AdamW step for step."""
+    import tensorflow as tf
+
+    from kbert.training.optimizer import AdamW
+
+    rng = np.random.default_rng(0)
+    initial = [rng.normal(size=(7, 5)).astype("float32"), rng.normal(size=5).astype("float32")]
+    steps = [[rng.normal(size=w.shape).astype("float32") for w in initial] for _ in range(4)]
+
+    def train(optimizer):
+        weights = [keras.Variable(w) for w in initial]
+        optimizer.build(weights)
+        step = tf.function(lambda grads: optimizer.apply_gradients(zip(grads, weights)),
+                           jit_compile=jit)
+        for grads in steps:
+            step([tf.constant(g) for g in grads])
+        return step, [w.numpy() for w in weights + optimizer.variables]
+
+    settings = dict(learning_rate=1e-2, weight_decay=0.01, epsilon=1e-6)
+    step, ours = train(AdamW(**settings))
+    _, theirs = train(keras.optimizers.AdamW(**settings))
+    for got, want in zip(ours, theirs):  # the same formula; float32 rounding may differ
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    graph = step.get_concrete_function([tf.constant(g) for g in steps[0]]).graph
+    assert "ResourceApplyAdam" in {op.type for op in graph.get_operations()}
