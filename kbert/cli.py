@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     finetune = commands.add_parser(
         "finetune", help="fine-tune on a sentence or sentence-pair task",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Fine-tune BERT end to end (AdamW, 10%% warmup, linear decay) and score "
+        description="Fine-tune BERT end to end (AdamW, 10% warmup, linear decay) and score "
                     "the held-out split. Writes OUTPUT/metrics.json, OUTPUT/model.keras, "
                     "OUTPUT/vocab.txt and TensorBoard logs in OUTPUT/logs.",
         epilog="examples:\n"

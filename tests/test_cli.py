@@ -196,3 +196,9 @@ def test_out_of_memory_says_which_batch_size_to_try(monkeypatch, capsys):
             in capsys.readouterr().err)
     assert cli.main(["pretrain", "--steps", "5", "--batch-size", "1"]) == 2
     assert "shorter --sequence-length" in capsys.readouterr().err
+
+
+def test_finetune_help_reads_as_written(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["finetune", "--help"])
+    assert "(AdamW, 10% warmup, linear decay)" in capsys.readouterr().out
