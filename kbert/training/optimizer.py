@@ -108,15 +108,14 @@ class AdamW(SummedDenseGradients, keras.optimizers.AdamW):
         # pass over the variable and its moments where Keras' ops make a dozen.
         dtype = variable.dtype
         step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
         index = self._get_variable_index(variable)
         return tf.raw_ops.ResourceApplyAdam(
             var=variable.handle, m=self._momentums[index].handle,
             v=self._velocities[index].handle,
-            beta1_power=tf.pow(tf.cast(self.beta_1, dtype), step),
-            beta2_power=tf.pow(tf.cast(self.beta_2, dtype), step),
-            lr=tf.cast(learning_rate, dtype), beta1=tf.cast(self.beta_1, dtype),
-            beta2=tf.cast(self.beta_2, dtype), epsilon=tf.cast(self.epsilon, dtype),
-            grad=tf.cast(gradient, dtype))
+            beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
+            lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
+            epsilon=tf.cast(self.epsilon, dtype), grad=tf.cast(gradient, dtype))
 
 
 @keras.saving.register_keras_serializable(package="kbert")
