@@ -5,7 +5,8 @@ A builder returns a `Step`: calling it runs one step on a batch prepared beforeh
 only once the result is on the host, so wall-clock time around the call is the step's time.
 Every contestant gets the same sizes, the same random batch and the same optimizer algorithm
 (AdamW, weight decay 0.01, ε 1e-6, global-norm clipping at 1.0); weights are random, since
-speed does not depend on them.
+speed does not depend on them. keras-hub trains with kbert's AdamW class unless asked for
+Keras' own (`optimizer="keras"`), the one its users would reach for.
 
 Cases:
   train     backbone + 2-class classifier on the pooled output, one AdamW step
@@ -64,10 +65,19 @@ def sentiment_texts():
     return train, str(resolve("minilm_l6_h384_uncased") / "vocab.txt")
 
 
-def optimizer_for(model):
-    from kbert.training.optimizer import make_optimizer
+def optimizer_for(model, keras_class=False):
+    """BERT's AdamW (kbert's `make_optimizer`), or with `keras_class` the same settings in
+    `keras.optimizers.AdamW`."""
+    from kbert.training.optimizer import make_optimizer, no_decay_variables
 
-    return make_optimizer(1e-4, total_steps=100_000, model=model)
+    optimizer = make_optimizer(1e-4, total_steps=100_000, model=model)
+    if not keras_class:
+        return optimizer
+    import keras
+
+    native = keras.optimizers.AdamW.from_config(optimizer.get_config())
+    native.exclude_from_weight_decay(var_list=no_decay_variables(model))
+    return native
 
 
 def kbert_step(case, config, batch, seq, xla=True, dtype=None):
@@ -115,12 +125,14 @@ def _kbert_finetune(config, batch, seq, xla, dtype=None):
                 FINETUNE_STEPS * batch)
 
 
-def keras_hub_step(case, config, batch, seq, xla=True):
-    """keras-hub's BertBackbone and task models at the same sizes."""
+def keras_hub_step(case, config, batch, seq, xla=True, optimizer="kbert"):
+    """keras-hub's BertBackbone and task models at the same sizes, training with kbert's AdamW
+    or (`optimizer="keras"`) Keras' own."""
     import keras
     import keras_hub
 
     keras.utils.set_random_seed(0)
+    keras_class = {"kbert": False, "keras": True}[optimizer]
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=config.vocab_size, num_layers=config.num_layers,
         num_heads=config.num_heads, hidden_dim=config.hidden_size,
@@ -136,7 +148,7 @@ def keras_hub_step(case, config, batch, seq, xla=True):
                                                                        sequence_length=seq)
         model = keras_hub.models.BertTextClassifier(backbone, num_classes=2,
                                                     preprocessor=preprocessor)
-        model.compile(optimizer=optimizer_for(model), loss=loss, jit_compile=xla)
+        model.compile(optimizer=optimizer_for(model, keras_class), loss=loss, jit_compile=xla)
         texts = np.asarray([text for text, _ in train], object)
         labels = np.asarray([label for _, label in train], "int32")
         # keras-hub maps its preprocessor over a dataset of raw strings inside fit().
@@ -151,11 +163,11 @@ def keras_hub_step(case, config, batch, seq, xla=True):
         return Step(lambda: model.predict_on_batch(data["inputs"]), batch)
     if case == "train":
         model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None)
-        model.compile(optimizer=optimizer_for(model), loss=loss, jit_compile=xla)
+        model.compile(optimizer=optimizer_for(model, keras_class), loss=loss, jit_compile=xla)
         return Step(lambda: model.train_on_batch(data["inputs"], data["labels"]), batch)
     # keras-hub's pre-training model is MLM only (it has no NSP head).
     model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
-    model.compile(optimizer=optimizer_for(model), loss=loss, jit_compile=xla)
+    model.compile(optimizer=optimizer_for(model, keras_class), loss=loss, jit_compile=xla)
     inputs = {**data["inputs"], "mask_positions": data["masked_positions"]}
     return Step(lambda: model.train_on_batch(inputs, data["masked_ids"],
                                              sample_weight=data["masked_weights"]), batch)

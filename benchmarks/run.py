@@ -15,11 +15,15 @@ Parts (all on by default):
 On the TensorFlow backend every Keras contestant runs with and without XLA; ratios compare
 each package's best mode. Under KERAS_BACKEND=jax (e.g. on a GPU machine without TensorFlow)
 only kbert runs, in XLA. `--dtype mixed_bfloat16` makes kbert compute in bf16 (on either
-backend; the peers stay float32, and MFU is still against the fp32 matmul peak).
+backend; the peers stay float32, and MFU is still against the fp32 matmul peak). keras-hub
+trains with kbert's AdamW class, so that the ratios compare models (Keras' own AdamW squares an
+embedding gradient's repeated rows before summing them); `--peer-optimizer keras` gives it
+Keras' AdamW instead, as its users would train.
 
-    python -m benchmarks.run                  # everything, ~1 h on 2 cores
+    python -m benchmarks.run                  # everything, ~1 h on 2 cores (< 24 GB: see --skip)
     python -m benchmarks.run --parts cases --presets mini
-    python -m benchmarks.run --parts cases --presets base --skip "kbert (no XLA)"  # < 24 GB
+    python -m benchmarks.run --parts cases --presets base --cases train infer pretrain \
+        --skip "kbert (no XLA)"  # < 24 GB; the end-to-end case runs at the first preset
     python -m benchmarks.run --quick          # tiny sizes, seconds: checks the harness
 """
 
@@ -54,10 +58,8 @@ def entries(backend, names):
 class Worker:
     """A `benchmarks.worker` process and its request/answer pipe."""
 
-    def __init__(self, framework, dtype=None, log=None):
-        command = [sys.executable, "-m", "benchmarks.worker", framework]
-        if dtype:
-            command += ["--dtype", dtype]
+    def __init__(self, framework, options=(), log=None):
+        command = [sys.executable, "-m", "benchmarks.worker", framework, *options]
         self.framework = framework
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=log or subprocess.DEVNULL, text=True,
@@ -83,12 +85,15 @@ class Bench:
         self.entries = [e for e in entries(self.backend, args.contestants)
                         if e[0] not in args.skip]
         self.log = open(args.log, "w") if args.log else None
+        self.options = ["--peer-optimizer", args.peer_optimizer]
+        if args.dtype:
+            self.options += ["--dtype", args.dtype]
         self.workers = {}
         self.results = []
 
     def worker(self, framework):
         if framework not in self.workers:
-            self.workers[framework] = Worker(framework, self.args.dtype, self.log)
+            self.workers[framework] = Worker(framework, self.options, self.log)
         return self.workers[framework]
 
     def compare(self, case, preset, batch, seq, which=None, rounds=None, seconds=None):
@@ -142,7 +147,7 @@ class Bench:
         """Peak RSS of training steps, each contestant in a fresh process."""
         found = {}
         for label, framework, xla in self.entries:
-            worker = Worker(framework, self.args.dtype, self.log)
+            worker = Worker(framework, self.options, self.log)
             try:
                 answer = worker.ask(op="measure", case="train", preset=preset, batch=batch,
                                     seq=seq, xla=xla, seconds=0.0)
@@ -261,6 +266,9 @@ def parse(argv=None):
     parser.add_argument("--seconds", type=float, default=3.0,
                         help="minimum timed seconds per measurement (default 3)")
     parser.add_argument("--dtype", default=None, help="kbert dtype policy, e.g. mixed_bfloat16")
+    parser.add_argument("--peer-optimizer", choices=["kbert", "keras"], default="kbert",
+                        help="keras-hub trains with kbert's AdamW (default: the comparison is "
+                             "of models) or with Keras' own, as its users would")
     parser.add_argument("--quick", action="store_true",
                         help="tiny preset, one round, short timings (checks the harness)")
     parser.add_argument("--out", default="benchmarks/results/cpu.json")
@@ -280,7 +288,8 @@ def main(argv=None):
     started = time.time()
     report = {"machine": {"cpu": platform.processor() or platform.machine(),
                           "cores": os.cpu_count()},
-              "versions": versions(), "dtype": args.dtype or "float32"}
+              "versions": versions(), "dtype": args.dtype or "float32",
+              "keras_hub_optimizer": args.peer_optimizer}
     try:
         matmul = bench.peak()
         peak = max(matmul.values())

@@ -13,6 +13,7 @@ Requests:
   {"op": "rss"}   → {"peak_rss_mb": peak resident memory of this process so far}
 
     python -m benchmarks.worker {kbert,keras_hub,hugging_face} [--dtype mixed_bfloat16]
+                                [--peer-optimizer keras]
 """
 
 import argparse
@@ -37,22 +38,23 @@ def measure(step, seconds, min_steps=2, max_steps=50):
     return times
 
 
-def serve(framework, dtype=None):
+def serve(framework, options):
+    """Answers requests until stdin closes; `options` go to every builder call."""
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # library output goes to stderr; answers keep the original stdout
     steps = {}
     for line in sys.stdin:
         try:
-            answer = _answer(framework, dtype, json.loads(line), steps)
+            answer = _answer(framework, options, json.loads(line), steps)
         except Exception as error:  # reported to the driver, which shows it and goes on
             answer = {"error": f"{type(error).__name__}: {error}"}
         answers.write(json.dumps(answer) + "\n")
 
 
-def _answer(framework, dtype, request, steps):
+def _answer(framework, options, request, steps):
     op = request["op"]
     if op == "measure":
-        step, build_s = _step(framework, dtype, request, steps)
+        step, build_s = _step(framework, options, request, steps)
         step()  # re-warms caches the other contestants have just used
         return {"times": measure(step, request.get("seconds", 3.0)),
                 "sequences": step.sequences, "build_s": build_s}
@@ -67,7 +69,7 @@ def _answer(framework, dtype, request, steps):
     raise ValueError(f"unknown op {op!r}")
 
 
-def _step(framework, dtype, request, steps):
+def _step(framework, options, request, steps):
     """The cached step for this request, built (and called once) if new; with its build time."""
     from kbert.config import BertConfig
 
@@ -78,8 +80,7 @@ def _step(framework, dtype, request, steps):
     start = time.perf_counter()
     config = BertConfig.preset(request["preset"])
     kwargs = {} if framework == "hugging_face" else {"xla": xla}
-    if framework == "kbert" and dtype:
-        kwargs["dtype"] = dtype
+    kwargs.update(options)
     step = contestants.BUILDERS[framework](request["case"], config, request["batch"],
                                            request["seq"], **kwargs)
     step()  # first call: tracing, XLA compilation, allocator warm-up
@@ -91,8 +92,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("framework", choices=sorted(contestants.BUILDERS))
     parser.add_argument("--dtype", default=None, help="Keras dtype policy for kbert")
+    parser.add_argument("--peer-optimizer", choices=["kbert", "keras"], default="kbert",
+                        help="whose AdamW keras-hub trains with")
     args = parser.parse_args()
-    serve(args.framework, args.dtype)
+    options = {}
+    if args.framework == "kbert" and args.dtype:
+        options["dtype"] = args.dtype
+    if args.framework == "keras_hub":
+        options["optimizer"] = args.peer_optimizer
+    serve(args.framework, options)
 
 
 if __name__ == "__main__":

@@ -67,3 +67,20 @@ def test_quick_run_measures_every_contestant(tmp_path):
     assert row["vs_hugging_face"] == pytest.approx(
         max(measured["kbert"]["sequences_per_s"], measured["kbert (no XLA)"]["sequences_per_s"])
         / measured["HF PyTorch"]["sequences_per_s"])
+
+
+def test_keras_hub_can_train_with_keras_own_adamw():
+    """`--peer-optimizer keras`: the same settings in Keras' class, with weight decay left off
+    the same variables as in kbert's."""
+    import keras
+
+    from benchmarks.contestants import optimizer_for
+    from kbert import BertBackbone, BertClassifier
+
+    model = BertClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=2)
+    ours, theirs = optimizer_for(model), optimizer_for(model, keras_class=True)
+    assert type(theirs) is keras.optimizers.AdamW
+    assert {**theirs.get_config(), "name": None} == {**ours.get_config(), "name": None}
+    decayed = [v.path for v in model.trainable_variables if theirs._use_weight_decay(v)]
+    assert decayed == [v.path for v in model.trainable_variables if ours._use_weight_decay(v)]
+    assert 0 < len(decayed) < len(model.trainable_variables)
