@@ -97,7 +97,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         # the same sum over [batch, seq].
         x = ops.reshape(x, (-1, hidden))
 
-        # [batch, seq, 3·hidden] → three [batch, seq, heads, head_size] tensors; the einsums
+        # [batch·seq, 3·hidden] → three [batch, seq, heads, head_size] tensors; the einsums
         # contract over heads in place (only training re-lays the values out). Unstacked, not
         # sliced: TensorFlow without XLA back-propagates each slice as a full-size zero tensor
         # with the slice scattered in (a sixth of a BERT-mini step), an unstack as one stack.
