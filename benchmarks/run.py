@@ -9,7 +9,8 @@ and every result is also given as model FLOPs utilisation (MFU) against it.
 Parts (all on by default):
   cases   train / infer / pretrain at sequence 128, batch 16, for each preset (mini, base),
           and finetune: real movie-review sentences through each package's own pipeline
-  sweep   sequence 64–512 at batch 16 and batch 1–64 at sequence 128 (mini, train and infer)
+  sweep   sequence 64–512 at batch 16 and batch 1–64 at sequence 128 (mini, train and infer;
+          kbert in XLA, each peer in every mode)
   memory  peak RSS of a base training step at batch 32, sequence 128, each in a fresh process
 
 On the TensorFlow backend every Keras contestant runs with and without XLA; ratios compare
@@ -235,6 +236,22 @@ def plot(results, path, preset):
     fig.savefig(path, dpi=110)
 
 
+def cpu():
+    """The CPU's model name and its widest vector extension, from /proc/cpuinfo where there is
+    one: results from different machines are not comparable, and the report should say which."""
+    found = {"cpu": platform.processor() or platform.machine()}
+    try:
+        with open("/proc/cpuinfo") as info:
+            fields = dict(line.split(":", 1) for line in info if ":" in line)
+    except OSError:
+        return found
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    found["cpu"] = fields.get("model name", found["cpu"])
+    flags = set(fields.get("flags", "").split())
+    found["vector"] = next((isa for isa in ("avx512f", "avx2", "avx") if isa in flags), None)
+    return found
+
+
 def versions():
     found = {"python": platform.python_version(), "keras": keras.__version__,
              "backend": keras.backend.backend()}
@@ -286,8 +303,7 @@ def main(argv=None):
     if bench.backend == "jax":
         args.cases = [c for c in args.cases if c != "finetune"]  # tf.data needs TensorFlow
     started = time.time()
-    report = {"machine": {"cpu": platform.processor() or platform.machine(),
-                          "cores": os.cpu_count()},
+    report = {"machine": {**cpu(), "cores": os.cpu_count()},
               "versions": versions(), "dtype": args.dtype or "float32",
               "keras_hub_optimizer": args.peer_optimizer}
     try:
@@ -305,8 +321,10 @@ def main(argv=None):
                 bench.close()  # fresh workers per preset: memory a process freed stays its own
         if "sweep" in args.parts:
             preset = args.presets[0]
-            which = [bench.entries[0][0]] + [label for label, fw, xla in bench.entries
-                                             if fw != "kbert" and xla is not False]
+            # kbert in its first (best) mode, each peer in every mode: which of a peer's modes
+            # is faster depends on the machine and the size.
+            which = [bench.entries[0][0]] + [label for label, fw, _ in bench.entries
+                                             if fw != "kbert"]
             seqs, batches = ((32, 64), (1, 4)) if args.quick else (SWEEP_SEQ, SWEEP_BATCH)
             for case in ("train", "infer"):
                 for seq in seqs:
