@@ -242,10 +242,10 @@ def cpu():
     found = {"cpu": platform.processor() or platform.machine()}
     try:
         with open("/proc/cpuinfo") as info:
-            fields = dict(line.split(":", 1) for line in info if ":" in line)
+            fields = {key.strip(): value.strip()
+                      for key, value in (line.split(":", 1) for line in info if ":" in line)}
     except OSError:
         return found
-    fields = {key.strip(): value.strip() for key, value in fields.items()}
     found["cpu"] = fields.get("model name", found["cpu"])
     flags = set(fields.get("flags", "").split())
     found["vector"] = next((isa for isa in ("avx512f", "avx2", "avx") if isa in flags), None)
@@ -321,8 +321,8 @@ def main(argv=None):
                 bench.close()  # fresh workers per preset: memory a process freed stays its own
         if "sweep" in args.parts:
             preset = args.presets[0]
-            # kbert in its first (best) mode, each peer in every mode: which of a peer's modes
-            # is faster depends on the machine and the size.
+            # kbert in its first mode (XLA), each peer in every mode: which of a peer's modes is
+            # faster depends on the machine and the size.
             which = [bench.entries[0][0]] + [label for label, fw, _ in bench.entries
                                              if fw != "kbert"]
             seqs, batches = ((32, 64), (1, 4)) if args.quick else (SWEEP_SEQ, SWEEP_BATCH)
