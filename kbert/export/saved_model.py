@@ -224,7 +224,7 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
         label_names = [n.strip() for n in label_names.split(",") if n.strip()]
     if vocabulary is None and (run_dir / "vocab.txt").is_file():
         vocabulary = run_dir
-    model = keras.saving.load_model(model_file)
+    model = keras.saving.load_model(model_file, compile=False)
     preprocessor = None
     if vocabulary is not None:
         vocab_path = pathlib.Path(os.fspath(vocabulary))

@@ -20,6 +20,15 @@ class BertTask(keras.Model):
             "trainable": self.trainable,
         }
 
+    def compile_from_config(self, config):
+        """Compiles a loaded model as it was saved. Keras skips this (with a warning) for any
+        model whose `compile` is overridden; ours only fill in task defaults, and the saved
+        arguments are the filled-in ones, so they pass through unchanged. The optimizer is
+        built here so that loading restores its moments and step count."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
     @classmethod
     def from_config(cls, config):
         config = dict(config)

@@ -234,7 +234,7 @@ def evaluate_run(run_dir, task=None, split="test", data_dir=None, max_eval_examp
     if not task.splits.get(split):
         raise ValueError(f"Task {task.name!r} has no {split!r} split; it has "
                          f"{sorted(k for k, v in task.splits.items() if v)}.")
-    model = keras.saving.load_model(run_dir / "model.keras", safe_mode=True)
+    model = keras.saving.load_model(run_dir / "model.keras", compile=False, safe_mode=True)
     preprocessor = BertPreprocessor(BertTokenizer.from_pretrained(run_dir),
                                     sequence_length=trained["settings"]["sequence_length"])
     examples = subset(task.splits[split], max_eval_examples, EVAL_SEED)

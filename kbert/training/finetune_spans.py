@@ -55,7 +55,7 @@ def load_run(model_dir):
 
     model_dir = pathlib.Path(model_dir)
     info = json.loads((model_dir / "task.json").read_text(encoding="utf-8"))
-    model = keras.saving.load_model(model_dir / "model.keras")
+    model = keras.saving.load_model(model_dir / "model.keras", compile=False)
     tokenizer = BertTokenizer(model_dir / "vocab.txt", lowercase=info.get("lowercase", True))
     return model, tokenizer, info
 

@@ -12,17 +12,18 @@ BERT) are excluded from the layer adaptation too, as in the reference implementa
 import keras
 from keras import ops
 
-from kbert.training.optimizer import SummedDenseGradients
+from kbert.training.optimizer import SavedDecayExclusions, SummedDenseGradients
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class Lamb(SummedDenseGradients, keras.optimizers.Optimizer):
+class Lamb(SummedDenseGradients, SavedDecayExclusions, keras.optimizers.Optimizer):
     """LAMB with decoupled weight decay inside the trust ratio (module docstring).
 
     `weight_decay_rate` is LAMB's λ; the base class's own decoupled decay is left off so that
     decay is applied once, inside the update. Use `exclude_from_weight_decay(var_list=...)` /
     `(var_names=...)` as with AdamW. Gradients are summed over replicas, made dense and
-    clipped before the update (`SummedDenseGradients`).
+    clipped before the update (`SummedDenseGradients`); the exclusions are saved with the
+    optimizer (`SavedDecayExclusions`).
     """
 
     def __init__(self, learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-6,

@@ -75,6 +75,35 @@ class SummedDenseGradients:
         return list(zip(grads, (v for _, v in pairs)))
 
 
+class SavedDecayExclusions:
+    """Optimizer mixin: the variables excluded from weight decay are part of the config (their
+    paths and the name patterns) and are excluded again when a loaded optimizer is built.
+
+    Keras keeps `exclude_from_weight_decay` in memory only, so a model loaded from a `.keras`
+    file went on training with its LayerNorm weights and biases decayed.
+    """
+
+    def __init__(self, *args, no_decay_paths=(), no_decay_names=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self._no_decay = (list(no_decay_paths), list(no_decay_names))
+        self._restore_no_decay = bool(no_decay_paths or no_decay_names)
+
+    def exclude_from_weight_decay(self, var_list=None, var_names=None):
+        super().exclude_from_weight_decay(var_list=var_list, var_names=var_names)
+        self._no_decay = ([v.path for v in var_list or ()], list(var_names or ()))
+
+    def build(self, var_list):
+        if self._restore_no_decay and not self.built:
+            paths, names = set(self._no_decay[0]), self._no_decay[1]
+            super().exclude_from_weight_decay(
+                var_list=[v for v in var_list if v.path in paths], var_names=names)
+        super().build(var_list)
+
+    def get_config(self):
+        paths, names = self._no_decay
+        return {**super().get_config(), "no_decay_paths": paths, "no_decay_names": names}
+
+
 def _squared_norm(dense, indices):
     """The square sum of `dense`, a gradient that is zero outside the rows `indices` (which may
     repeat): each touched row's square sum, divided by how often its index occurs, summed."""
@@ -94,9 +123,9 @@ def _clip_to_norm(grads, norm, clip_norm):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class AdamW(SummedDenseGradients, keras.optimizers.AdamW):
+class AdamW(SummedDenseGradients, SavedDecayExclusions, keras.optimizers.AdamW):
     """Keras' AdamW updating from the summed dense gradient (`SummedDenseGradients`), on
-    TensorFlow with one fused kernel per variable."""
+    TensorFlow with one fused kernel per variable, its decay exclusions saved with it."""
 
     def update_step(self, gradient, variable, learning_rate):
         if keras.backend.backend() != "tensorflow" or self.amsgrad:

@@ -132,3 +132,29 @@ def test_feature_classifier_trains_only_the_head(config):
     assert losses[-1] < 0.5 * losses[0]
     for before, after in zip(frozen, extractor.get_weights()):
         np.testing.assert_array_equal(before, after)
+
+
+def test_loaded_classifier_is_compiled_and_resumes_training_exactly(config, tmp_path):
+    """A saved task model comes back compiled, with its optimizer's moments and step count:
+    one more step on the loaded copy equals one more step on the original."""
+    import dataclasses
+    import warnings
+
+    from kbert.training.optimizer import make_optimizer
+
+    x, y = make_inputs(4, 10, config.vocab_size), np.array([0, 1, 2, 1])
+    config = dataclasses.replace(config, hidden_dropout=0.0, attention_dropout=0.0)
+    model = BertClassifier(BertBackbone(config), num_classes=3, dropout=0.0)
+    model.compile(optimizer=make_optimizer(1e-3, total_steps=10, model=model))
+    for _ in range(2):
+        model.train_on_batch(x, y)
+    model.save(tmp_path / "model.keras")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*compile.*")
+        loaded = keras.saving.load_model(tmp_path / "model.keras", safe_mode=True)
+    assert loaded.compiled and int(loaded.optimizer.iterations) == 2
+    assert [m.name for m in loaded.metrics] == [m.name for m in model.metrics]
+    model.train_on_batch(x, y)
+    loaded.train_on_batch(x, y)
+    for ours, theirs in zip(model.weights, loaded.weights):
+        np.testing.assert_allclose(theirs.numpy(), ours.numpy(), rtol=0, atol=1e-6)

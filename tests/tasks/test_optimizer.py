@@ -24,12 +24,16 @@ def test_make_optimizer_uses_ten_percent_warmup_and_clipping():
     assert float(restored(300)) == pytest.approx(float(schedule(300)))
 
 
+@pytest.mark.parametrize("restored", [False, True])
 @pytest.mark.parametrize("by_model", [True, False])
-def test_weight_decay_skips_layer_norm_and_bias(tiny_config, by_model):
+def test_weight_decay_skips_layer_norm_and_bias(tiny_config, by_model, restored):
+    """`restored`: the optimizer is rebuilt from its config first, as loading a model does."""
     backbone = BertBackbone(tiny_config)
     lr, wd, step = 1e-3, 0.01, 50
     optimizer = make_optimizer(lr, total_steps=100, warmup_fraction=0.1, weight_decay=wd,
                                model=backbone if by_model else None)
+    if restored:
+        optimizer = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
     variables = backbone.trainable_variables
     optimizer.build(variables)
     optimizer.iterations.assign(step)
@@ -105,3 +109,22 @@ def test_fused_update_equals_keras_adamw(jit):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
     graph = step.get_concrete_function([tf.constant(g) for g in steps[0]]).graph
     assert "ResourceApplyAdam" in {op.type for op in graph.get_operations()}
+
+
+def test_lamb_keeps_its_decay_exclusions_through_its_config(tiny_config):
+    """With zero gradients LAMB's update is λ·w scaled by the trust ratio ||w|| / ||λ·w||, so a
+    decayed weight moves to w·(1 - lr) and an excluded one stays; the same after a rebuild
+    from the config."""
+    from kbert.training.lamb import Lamb
+
+    backbone = BertBackbone(tiny_config)
+    original = Lamb(0.01, weight_decay_rate=0.01)
+    original.exclude_from_weight_decay(var_list=no_decay_variables(backbone))
+    optimizer = keras.optimizers.deserialize(keras.optimizers.serialize(original))
+    variables = backbone.trainable_variables
+    before = [v.numpy().copy() for v in variables]
+    optimizer.apply_gradients([(keras.ops.zeros_like(v), v) for v in variables])
+    excluded = {id(v) for v in no_decay_variables(backbone)}
+    for v, old in zip(variables, before):
+        expected = old if id(v) in excluded else old * (1 - 0.01)
+        np.testing.assert_allclose(v.numpy(), expected, rtol=1e-5, atol=1e-9, err_msg=v.path)
