@@ -75,7 +75,10 @@ def optimizer_for(model, keras_class=False):
         return optimizer
     import keras
 
-    native = keras.optimizers.AdamW.from_config(optimizer.get_config())
+    config = optimizer.get_config()
+    for own in ("no_decay_paths", "no_decay_names"):  # kbert's saved exclusions, set below
+        config.pop(own)
+    native = keras.optimizers.AdamW.from_config(config)
     native.exclude_from_weight_decay(var_list=no_decay_variables(model))
     return native
 
