@@ -85,23 +85,28 @@ class SavedDecayExclusions:
 
     def __init__(self, *args, no_decay_paths=(), no_decay_names=(), **kwargs):
         super().__init__(*args, **kwargs)
-        self._no_decay = (list(no_decay_paths), list(no_decay_names))
+        self._no_decay_paths = list(no_decay_paths)
+        self._no_decay_names = list(no_decay_names)
+        # Given to the constructor (a loaded optimizer): applied in `build`, once the
+        # variables with those paths are known.
         self._restore_no_decay = bool(no_decay_paths or no_decay_names)
 
     def exclude_from_weight_decay(self, var_list=None, var_names=None):
         super().exclude_from_weight_decay(var_list=var_list, var_names=var_names)
-        self._no_decay = ([v.path for v in var_list or ()], list(var_names or ()))
+        self._no_decay_paths = [v.path for v in var_list or ()]
+        self._no_decay_names = list(var_names or ())
 
     def build(self, var_list):
         if self._restore_no_decay and not self.built:
-            paths, names = set(self._no_decay[0]), self._no_decay[1]
+            paths = set(self._no_decay_paths)
             super().exclude_from_weight_decay(
-                var_list=[v for v in var_list if v.path in paths], var_names=names)
+                var_list=[v for v in var_list if v.path in paths],
+                var_names=self._no_decay_names)
         super().build(var_list)
 
     def get_config(self):
-        paths, names = self._no_decay
-        return {**super().get_config(), "no_decay_paths": paths, "no_decay_names": names}
+        return {**super().get_config(), "no_decay_paths": self._no_decay_paths,
+                "no_decay_names": self._no_decay_names}
 
 
 def _squared_norm(dense, indices):
