@@ -39,25 +39,91 @@ def case_flops(case, config, seq, masked_positions=20):
 def best_matmul_gflops(framework, sizes=(256, 512, 1024, 2048), seconds=0.5):
     """The fastest square fp32 matmul this framework runs here, in GFLOP/s (best of 3 timings
     of at least `seconds` each, per size and, for TensorFlow, with and without XLA)."""
-    best = 0.0
-    for n, run in _matmuls(framework, sizes):
-        run()
-        repeats = 1
-        while True:  # grow the repeat count until one timing lasts `seconds`
-            start = time.perf_counter()
-            for _ in range(repeats):
-                run()
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                break
-            repeats *= 2
-        for _ in range(3):
-            start = time.perf_counter()
-            for _ in range(repeats):
-                run()
-            elapsed = min(elapsed, time.perf_counter() - start)
-        best = max(best, 2 * n ** 3 * repeats / elapsed / 1e9)
-    return best
+    return max(_rate(run, 2 * n ** 3, seconds) for n, run in _matmuls(framework, sizes))
+
+
+def dense_layer_gflops(framework, config, tokens, seconds=0.5):
+    """GFLOP/s of one encoder layer's four dense projections alone, at the model's own shapes.
+
+    The chain [tokens, H] → intermediate [H, I] → output [I, H] → attention output [H, H] →
+    query/key/value [H, 3H] has the same multiplies as a layer, each consuming the last. Square
+    peaks flatter some libraries: a package whose matmul is slow at these thin shapes loses
+    here before any of its model code runs, and this rate shows how much.
+    """
+    shapes = dense_layer_shapes(config)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((tokens, config.hidden_size), "float32")
+    weights = [(rng.standard_normal(shape) / np.sqrt(shape[0])).astype("float32")
+               for shape in shapes]
+    flops = sum(2 * tokens * k * n for k, n in shapes)
+    return max(_rate(run, flops, seconds) for run in _chains(framework, x, weights))
+
+
+def dense_layer_shapes(config):
+    """The weight shapes of one layer's dense projections, in an order that chains."""
+    hidden, inner = config.hidden_size, config.intermediate_size
+    return [(hidden, inner), (inner, hidden), (hidden, hidden), (hidden, 3 * hidden)]
+
+
+def _rate(run, flops, seconds):
+    """GFLOP/s of `run`: best of 3 timings of enough calls to last `seconds`."""
+    run()
+    repeats = 1
+    while True:  # grow the repeat count until one timing lasts `seconds`
+        start = time.perf_counter()
+        for _ in range(repeats):
+            run()
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            break
+        repeats *= 2
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            run()
+        elapsed = min(elapsed, time.perf_counter() - start)
+    return flops * repeats / elapsed / 1e9
+
+
+def _chains(framework, x, weights):
+    """Zero-argument callables that multiply `x` through `weights` in turn and wait for it
+    (for TensorFlow, with and without XLA)."""
+    if framework == "hugging_face":
+        import torch
+
+        tx, tws = torch.from_numpy(x), [torch.from_numpy(w) for w in weights]
+
+        def torch_chain():
+            with torch.inference_mode():
+                h = tx
+                for w in tws:
+                    h = torch.mm(h, w)
+                return h
+
+        return [torch_chain]
+    import keras
+
+    def chain(h, *ws):
+        for w in ws:
+            h = h @ w
+        return h
+
+    if keras.backend.backend() == "jax":
+        import jax
+
+        args = [jax.device_put(a) for a in (x, *weights)]
+        jitted = jax.jit(chain)
+        return [lambda: jitted(*args).block_until_ready()]
+    import tensorflow as tf
+
+    args = [tf.constant(a) for a in (x, *weights)]
+
+    def tf_chain(jit_compile):
+        # A reduction of the last product waits for it without copying it to the host.
+        run = tf.function(lambda *a: tf.reduce_sum(chain(*a)), jit_compile=jit_compile)
+        return lambda: run(*args).numpy()
+
+    return [tf_chain(False), tf_chain(True)]
 
 
 def _matmuls(framework, sizes):

@@ -137,10 +137,26 @@ class Bench:
                           for label, v in per_round.items() if v)
         print(f"{case:9s} {preset:5s} b{batch:<3d} s{seq:<4d} seq/s: {shown}", flush=True)
 
+    def gflops_of_each(self, **request):
+        """{package: the GFLOP/s its worker answers to `request`}."""
+        found = {}
+        for framework in sorted({framework for _, framework, _ in self.entries}):
+            answer = self.worker(framework).ask(**request)
+            if "error" in answer:
+                raise RuntimeError(f"{framework} worker, {request}: {answer['error']}")
+            found[framework] = answer["gflops"]
+        return found
+
     def peak(self):
-        frameworks = sorted({framework for _, framework, _ in self.entries})
-        found = {f: self.worker(f).ask(op="peak")["gflops"] for f in frameworks}
+        found = self.gflops_of_each(op="peak")
         print("best fp32 matmul GFLOP/s: "
+              + ", ".join(f"{f} {g:.0f}" for f, g in found.items()), flush=True)
+        return found
+
+    def dense(self, preset, tokens):
+        """Each package's GFLOP/s on one encoder layer's dense projections at `tokens` rows."""
+        found = self.gflops_of_each(op="dense", preset=preset, tokens=tokens)
+        print(f"dense-layer matmuls, {preset}, {tokens} tokens, GFLOP/s: "
               + ", ".join(f"{f} {g:.0f}" for f, g in found.items()), flush=True)
         return found
 
@@ -247,6 +263,9 @@ def cpu():
     except OSError:
         return found
     found["cpu"] = fields.get("model name", found["cpu"])
+    # Virtual machines often hide the model name ("Intel(R) Xeon(R) Processor"); family and
+    # model still tell one generation from another.
+    found["family_model"] = f"{fields.get('cpu family', '?')}/{fields.get('model', '?')}"
     flags = set(fields.get("flags", "").split())
     found["vector"] = next((isa for isa in ("avx512f", "avx2", "avx") if isa in flags), None)
     return found
@@ -310,6 +329,9 @@ def main(argv=None):
         matmul = bench.peak()
         peak = max(matmul.values())
         report["machine"].update(matmul_gflops=matmul, peak_gflops=peak)
+        if "cases" in args.parts:
+            report["machine"]["dense_layer_gflops"] = {
+                preset: bench.dense(preset, args.batch * args.seq) for preset in args.presets}
         if "cases" in args.parts:
             for preset in args.presets:
                 for case in args.cases:

@@ -10,6 +10,8 @@ Requests:
       → {"times": [seconds per step, ...], "sequences": per step, "build_s": first-call cost}
   {"op": "drop"}  → forget built models (frees their memory)
   {"op": "peak"}  → {"gflops": best fp32 matmul of this package}
+  {"op": "dense", "preset", "tokens"}
+      → {"gflops": one encoder layer's dense projections at those sizes (flops.dense_layer_gflops)}
   {"op": "rss"}   → {"peak_rss_mb": peak resident memory of this process so far}
 
     python -m benchmarks.worker {kbert,keras_hub,hugging_face} [--dtype mixed_bfloat16]
@@ -64,6 +66,11 @@ def _answer(framework, options, request, steps):
         return {}
     if op == "peak":
         return {"gflops": flops.best_matmul_gflops(framework)}
+    if op == "dense":
+        from kbert.config import BertConfig
+
+        config = BertConfig.preset(request["preset"])
+        return {"gflops": flops.dense_layer_gflops(framework, config, request["tokens"])}
     if op == "rss":
         return {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     raise ValueError(f"unknown op {op!r}")

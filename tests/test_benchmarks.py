@@ -41,6 +41,13 @@ def test_model_flops_match_pytorchs_counter(preset, case):
     assert flops.case_flops(case, config, 64) == _torch_flops(config, 64, case)
 
 
+def test_dense_layer_chain_has_a_layers_dense_multiplies():
+    config = BertConfig.preset("base")
+    chain = sum(2 * k * n for k, n in flops.dense_layer_shapes(config))
+    attention = 4 * 128 * config.hidden_size  # per token and layer at length 128
+    assert config.num_layers * 128 * (chain + attention) == flops.forward_flops(config, 128)
+
+
 def test_pretraining_counts_only_the_masked_predictions():
     config = BertConfig.preset("base")
     extra = flops.case_flops("pretrain", config, 128) - flops.case_flops("train", config, 128)
@@ -57,6 +64,8 @@ def test_quick_run_measures_every_contestant(tmp_path):
     report = json.loads(out.read_text())
     peak = report["machine"]["peak_gflops"]
     assert peak > 1
+    (dense,) = report["machine"]["dense_layer_gflops"].values()  # the one preset measured
+    assert set(dense) == {"kbert", "hugging_face"} and min(dense.values()) > 0
     measured = {r["contestant"]: r for r in report["results"]}
     assert set(measured) == {"kbert", "kbert (no XLA)", "HF PyTorch"}
     for result in measured.values():
