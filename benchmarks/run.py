@@ -4,7 +4,16 @@ Each package runs in a worker process of its own (`benchmarks.worker`); the driv
 turn for the same measurement, round after round (the starting contestant rotates), and keeps
 the median of the per-round medians, so slow drifts of a shared machine hit everyone alike.
 The same run measures each package's best fp32 matmul; the best of them is the machine's peak,
-and every result is also given as model FLOPs utilisation (MFU) against it.
+and every result is also given as model FLOPs utilisation (MFU) against it. With the cases, it
+also measures each package's matmuls at the model's own shapes (one layer's dense projections,
+`flops.dense_layer_gflops`): no model code can run faster than its package's matmuls.
+
+The peak is each worker's first job, and it leaves Hugging Face at its faster state: freeing
+its large operands raises glibc malloc's mmap and trim thresholds (they adapt to the largest
+block freed), after which PyTorch, which takes each step's tensors from malloc, reuses heap
+memory instead of faulting in fresh pages every step. TensorFlow pools its own memory and is
+unaffected. (Mini inference on the Intel machine: 203 sequences/s in a fresh process, 250 after
+the peak or with MALLOC_TRIM_THRESHOLD_ and MALLOC_MMAP_THRESHOLD_ raised.)
 
 Parts (all on by default):
   cases   train / infer / pretrain at sequence 128, batch 16, for each preset (mini, base),
