@@ -319,8 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="compile train steps with XLA (batches padded to a multiple "
                                "of 16)")
     finetune.add_argument("--mixed-precision", choices=("bf16", "fp16"),
-                          help="compute in bfloat16 (faster on CPUs with AVX512-BF16 or AMX, "
-                               "without --xla) or float16 (GPUs; loss scaling), weights float32")
+                          help="compute in bfloat16 (on a CPU, without --xla: faster on the "
+                               "AMD EPYC measured, slower on the Intel Xeon without AMX; see "
+                               "README) or float16 (GPUs; loss scaling), weights float32")
     finetune.add_argument("--output", default="runs/finetune")
     finetune.set_defaults(run=_finetune)
 
