@@ -39,7 +39,12 @@ def case_flops(case, config, seq, masked_positions=20):
 def best_matmul_gflops(framework, sizes=(256, 512, 1024, 2048), seconds=0.5):
     """The fastest square fp32 matmul this framework runs here, in GFLOP/s (best of 3 timings
     of at least `seconds` each, per size and, for TensorFlow, with and without XLA)."""
-    return max(_rate(run, 2 * n ** 3, seconds) for n, run in _matmuls(framework, sizes))
+    rng = np.random.default_rng(0)
+    best = 0.0
+    for n in sizes:
+        a, b = (rng.standard_normal((n, n), "float32") for _ in range(2))
+        best = max(best, *(_rate(run, 2 * n ** 3, seconds) for run in _chains(framework, a, [b])))
+    return best
 
 
 def dense_layer_gflops(framework, config, tokens, seconds=0.5):
@@ -124,41 +129,3 @@ def _chains(framework, x, weights):
         return lambda: run(*args).numpy()
 
     return [tf_chain(False), tf_chain(True)]
-
-
-def _matmuls(framework, sizes):
-    """(n, a zero-argument callable that multiplies two n×n fp32 matrices and waits for it)."""
-    rng = np.random.default_rng(0)
-
-    def operands(n):
-        return rng.standard_normal((n, n), "float32"), rng.standard_normal((n, n), "float32")
-
-    if framework == "hugging_face":
-        import torch
-
-        def torch_matmul(n):
-            a, b = (torch.from_numpy(x) for x in operands(n))
-            return lambda: torch.mm(a, b)
-
-        return [(n, torch_matmul(n)) for n in sizes]
-    import keras
-
-    if keras.backend.backend() == "jax":
-        import jax
-
-        def jax_matmul(n):
-            a, b = (jax.device_put(x) for x in operands(n))
-            product = jax.jit(lambda x, y: x @ y)
-            return lambda: product(a, b).block_until_ready()
-
-        return [(n, jax_matmul(n)) for n in sizes]
-    import tensorflow as tf
-
-    def tf_matmul(n, jit_compile):
-        a, b = (tf.constant(x) for x in operands(n))
-        # A reduction of the result forces it to be computed without copying it to the host.
-        product = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)),
-                              jit_compile=jit_compile)
-        return lambda: product(a, b).numpy()
-
-    return [(n, tf_matmul(n, jit)) for n in sizes for jit in (False, True)]

@@ -341,7 +341,6 @@ def main(argv=None):
         if "cases" in args.parts:
             report["machine"]["dense_layer_gflops"] = {
                 preset: bench.dense(preset, args.batch * args.seq) for preset in args.presets}
-        if "cases" in args.parts:
             for preset in args.presets:
                 for case in args.cases:
                     if case == "finetune" and preset != args.presets[0]:
