@@ -43,17 +43,20 @@ def best_matmul_gflops(framework, sizes=(256, 512, 1024, 2048), seconds=0.5):
     best = 0.0
     for n in sizes:
         a, b = (rng.standard_normal((n, n), "float32") for _ in range(2))
-        best = max(best, *(_rate(run, 2 * n ** 3, seconds) for run in _chains(framework, a, [b])))
+        runs = _chains(framework, a, [b]).values()
+        best = max(best, *(_rate(run, 2 * n ** 3, seconds) for run in runs))
     return best
 
 
 def dense_layer_gflops(framework, config, tokens, seconds=0.5):
-    """GFLOP/s of one encoder layer's four dense projections alone, at the model's own shapes.
+    """{mode: GFLOP/s} of one encoder layer's four dense projections alone, at the model's own
+    shapes; for TensorFlow the modes are "xla" and "no_xla" (oneDNN where TensorFlow has it).
 
     The chain [tokens, H] → intermediate [H, I] → output [I, H] → attention output [H, H] →
     query/key/value [H, 3H] has the same multiplies as a layer, each consuming the last. Square
     peaks flatter some libraries: a package whose matmul is slow at these thin shapes loses
-    here before any of its model code runs, and this rate shows how much.
+    here before any of its model code runs, and this rate shows how much. Keeping TensorFlow's
+    two modes apart shows what XLA's matmuls cost against oneDNN's.
     """
     shapes = dense_layer_shapes(config)
     rng = np.random.default_rng(0)
@@ -61,7 +64,8 @@ def dense_layer_gflops(framework, config, tokens, seconds=0.5):
     weights = [(rng.standard_normal(shape) / np.sqrt(shape[0])).astype("float32")
                for shape in shapes]
     flops = sum(2 * tokens * k * n for k, n in shapes)
-    return max(_rate(run, flops, seconds) for run in _chains(framework, x, weights))
+    return {mode: _rate(run, flops, seconds)
+            for mode, run in _chains(framework, x, weights).items()}
 
 
 def dense_layer_shapes(config):
@@ -91,8 +95,8 @@ def _rate(run, flops, seconds):
 
 
 def _chains(framework, x, weights):
-    """Zero-argument callables that multiply `x` through `weights` in turn and wait for it
-    (for TensorFlow, with and without XLA)."""
+    """{mode: a zero-argument callable that multiplies `x` through `weights` in turn and waits
+    for it}: PyTorch "eager", JAX "xla", TensorFlow "xla" and "no_xla"."""
     if framework == "hugging_face":
         import torch
 
@@ -105,7 +109,7 @@ def _chains(framework, x, weights):
                     h = torch.mm(h, w)
                 return h
 
-        return [torch_chain]
+        return {"eager": torch_chain}
     import keras
 
     def chain(h, *ws):
@@ -118,7 +122,7 @@ def _chains(framework, x, weights):
 
         args = [jax.device_put(a) for a in (x, *weights)]
         jitted = jax.jit(chain)
-        return [lambda: jitted(*args).block_until_ready()]
+        return {"xla": lambda: jitted(*args).block_until_ready()}
     import tensorflow as tf
 
     args = [tf.constant(a) for a in (x, *weights)]
@@ -128,4 +132,4 @@ def _chains(framework, x, weights):
         run = tf.function(lambda *a: tf.reduce_sum(chain(*a)), jit_compile=jit_compile)
         return lambda: run(*args).numpy()
 
-    return [tf_chain(False), tf_chain(True)]
+    return {"xla": tf_chain(True), "no_xla": tf_chain(False)}

@@ -163,10 +163,11 @@ class Bench:
         return found
 
     def dense(self, preset, tokens):
-        """Each package's GFLOP/s on one encoder layer's dense projections at `tokens` rows."""
+        """{package: {mode: GFLOP/s}} on one encoder layer's dense projections at `tokens` rows."""
         found = self.gflops_of_each(op="dense", preset=preset, tokens=tokens)
         print(f"dense-layer matmuls, {preset}, {tokens} tokens, GFLOP/s: "
-              + ", ".join(f"{f} {g:.0f}" for f, g in found.items()), flush=True)
+              + ", ".join(f"{f} {mode} {g:.0f}" for f, modes in found.items()
+                          for mode, g in modes.items()), flush=True)
         return found
 
     def memory(self, preset, batch, seq):

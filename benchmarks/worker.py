@@ -11,7 +11,8 @@ Requests:
   {"op": "drop"}  → forget built models (frees their memory)
   {"op": "peak"}  → {"gflops": best fp32 matmul of this package}
   {"op": "dense", "preset", "tokens"}
-      → {"gflops": one encoder layer's dense projections at those sizes (flops.dense_layer_gflops)}
+      → {"gflops": {mode: GFLOP/s of one encoder layer's dense projections at those sizes}}
+        (flops.dense_layer_gflops)
   {"op": "rss"}   → {"peak_rss_mb": peak resident memory of this process so far}
 
     python -m benchmarks.worker {kbert,keras_hub,hugging_face} [--dtype mixed_bfloat16]
