@@ -157,14 +157,15 @@ class Bench:
         return found
 
     def peak(self):
-        found = self.gflops_of_each(op="peak")
+        found = self.gflops_of_each(op="peak", seconds=self.args.matmul_seconds)
         print("best fp32 matmul GFLOP/s: "
               + ", ".join(f"{f} {g:.0f}" for f, g in found.items()), flush=True)
         return found
 
     def dense(self, preset, tokens):
         """{package: {mode: GFLOP/s}} on one encoder layer's dense projections at `tokens` rows."""
-        found = self.gflops_of_each(op="dense", preset=preset, tokens=tokens)
+        found = self.gflops_of_each(op="dense", preset=preset, tokens=tokens,
+                                    seconds=self.args.matmul_seconds)
         print(f"dense-layer matmuls, {preset}, {tokens} tokens, GFLOP/s: "
               + ", ".join(f"{f} {mode} {g:.0f}" for f, modes in found.items()
                           for mode, g in modes.items()), flush=True)
@@ -321,8 +322,9 @@ def parse(argv=None):
     parser.add_argument("--plot", default="docs/benchmarks.png")
     parser.add_argument("--log", default=None, help="file for the workers' stderr")
     args = parser.parse_args(argv)
+    args.matmul_seconds = 0.5  # per timing of the matmul peaks
     if args.quick:
-        args.presets, args.rounds, args.seconds = ["tiny"], 1, 0.2
+        args.presets, args.rounds, args.seconds, args.matmul_seconds = ["tiny"], 1, 0.2, 0.05
     return args
 
 

@@ -9,8 +9,8 @@ Requests:
   {"op": "measure", "case", "preset", "batch", "seq", "xla", "seconds"}
       → {"times": [seconds per step, ...], "sequences": per step, "build_s": first-call cost}
   {"op": "drop"}  → forget built models (frees their memory)
-  {"op": "peak"}  → {"gflops": best fp32 matmul of this package}
-  {"op": "dense", "preset", "tokens"}
+  {"op": "peak", "seconds"}  → {"gflops": best fp32 matmul of this package}
+  {"op": "dense", "preset", "tokens", "seconds"}
       → {"gflops": {mode: GFLOP/s of one encoder layer's dense projections at those sizes}}
         (flops.dense_layer_gflops)
   {"op": "rss"}   → {"peak_rss_mb": peak resident memory of this process so far}
@@ -66,12 +66,13 @@ def _answer(framework, options, request, steps):
         gc.collect()
         return {}
     if op == "peak":
-        return {"gflops": flops.best_matmul_gflops(framework)}
+        return {"gflops": flops.best_matmul_gflops(framework, seconds=request.get("seconds", 0.5))}
     if op == "dense":
         from kbert.config import BertConfig
 
         config = BertConfig.preset(request["preset"])
-        return {"gflops": flops.dense_layer_gflops(framework, config, request["tokens"])}
+        return {"gflops": flops.dense_layer_gflops(framework, config, request["tokens"],
+                                                   seconds=request.get("seconds", 0.5))}
     if op == "rss":
         return {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     raise ValueError(f"unknown op {op!r}")
