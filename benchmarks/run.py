@@ -76,16 +76,29 @@ class Worker:
                                         cwd=os.path.dirname(os.path.dirname(__file__)))
 
     def ask(self, **request):
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        except BrokenPipeError:
+            line = ""
         if not line:
-            raise RuntimeError(f"The {self.framework} worker died (see its log).")
+            code = self.process.wait(timeout=60)
+            why = " (SIGKILL: out of memory?)" if code == -9 else ""
+            raise WorkerDied(f"the {self.framework} worker died with exit code {code}{why}; "
+                             "see its log")
         return json.loads(line)
 
     def close(self):
-        self.process.stdin.close()
+        try:
+            self.process.stdin.close()
+        except BrokenPipeError:  # it has died already
+            pass
         self.process.wait(timeout=60)
+
+
+class WorkerDied(RuntimeError):
+    pass
 
 
 class Bench:
@@ -118,9 +131,13 @@ class Bench:
             for label, framework, xla in order:
                 if label in failed:
                     continue
-                answer = self.worker(framework).ask(
-                    op="measure", case=case, preset=preset, batch=batch, seq=seq, xla=xla,
-                    seconds=seconds or self.args.seconds)
+                try:
+                    answer = self.worker(framework).ask(
+                        op="measure", case=case, preset=preset, batch=batch, seq=seq, xla=xla,
+                        seconds=seconds or self.args.seconds)
+                except WorkerDied as died:  # the others go on; a later request starts afresh
+                    self.workers.pop(framework).close()
+                    answer = {"error": str(died)}
                 if "error" in answer:
                     failed.add(label)
                     print(f"  {label}: {answer['error']}", flush=True)

@@ -97,3 +97,19 @@ def test_keras_hub_can_train_with_keras_own_adamw():
     decayed = [v.path for v in model.trainable_variables if theirs._use_weight_decay(v)]
     assert decayed == [v.path for v in model.trainable_variables if ours._use_weight_decay(v)]
     assert 0 < len(decayed) < len(model.trainable_variables)
+
+
+def test_a_worker_that_dies_is_reported_and_restarted(capsys):
+    from benchmarks import run
+
+    bench = run.Bench(run.parse(["--quick", "--contestants", "hugging_face"]))
+    try:
+        bench.worker("hugging_face").process.kill()  # as the kernel's OOM killer would
+        bench.compare("infer", "tiny", 2, 32)
+        assert bench.results == []
+        assert "hugging_face worker died with exit code -9 (SIGKILL" in capsys.readouterr().out
+        bench.compare("infer", "tiny", 2, 32)  # a fresh worker takes over
+        (result,) = bench.results
+        assert result["contestant"] == "HF PyTorch" and result["sequences_per_s"] > 0
+    finally:
+        bench.close()
