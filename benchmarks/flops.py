@@ -11,6 +11,8 @@ import time
 
 import numpy as np
 
+MATMUL_SECONDS = 0.5  # the least time one timing of a matmul rate lasts
+
 
 def forward_flops(config, seq):
     """Encoder FLOPs for one sequence: per layer and token, the QKV, output and FFN projections
@@ -36,7 +38,7 @@ def case_flops(case, config, seq, masked_positions=20):
     raise ValueError(f"Unknown case {case!r}.")
 
 
-def best_matmul_gflops(framework, sizes=(256, 512, 1024, 2048), seconds=0.5):
+def best_matmul_gflops(framework, sizes=(256, 512, 1024, 2048), seconds=MATMUL_SECONDS):
     """The fastest square fp32 matmul this framework runs here, in GFLOP/s (best of 3 timings
     of at least `seconds` each, per size and, for TensorFlow, with and without XLA)."""
     rng = np.random.default_rng(0)
@@ -48,7 +50,7 @@ def best_matmul_gflops(framework, sizes=(256, 512, 1024, 2048), seconds=0.5):
     return best
 
 
-def dense_layer_gflops(framework, config, tokens, seconds=0.5):
+def dense_layer_gflops(framework, config, tokens, seconds=MATMUL_SECONDS):
     """{mode: GFLOP/s} of one encoder layer's four dense projections alone, at the model's own
     shapes; for TensorFlow the modes are "xla" and "no_xla" (oneDNN where TensorFlow has it).
 

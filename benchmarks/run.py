@@ -339,7 +339,7 @@ def parse(argv=None):
     parser.add_argument("--plot", default="docs/benchmarks.png")
     parser.add_argument("--log", default=None, help="file for the workers' stderr")
     args = parser.parse_args(argv)
-    args.matmul_seconds = 0.5  # per timing of the matmul peaks
+    args.matmul_seconds = flops.MATMUL_SECONDS
     if args.quick:
         args.presets, args.rounds, args.seconds, args.matmul_seconds = ["tiny"], 1, 0.2, 0.05
     return args

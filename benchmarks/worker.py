@@ -66,13 +66,14 @@ def _answer(framework, options, request, steps):
         gc.collect()
         return {}
     if op == "peak":
-        return {"gflops": flops.best_matmul_gflops(framework, seconds=request.get("seconds", 0.5))}
+        seconds = request.get("seconds", flops.MATMUL_SECONDS)
+        return {"gflops": flops.best_matmul_gflops(framework, seconds=seconds)}
     if op == "dense":
         from kbert.config import BertConfig
 
         config = BertConfig.preset(request["preset"])
-        return {"gflops": flops.dense_layer_gflops(framework, config, request["tokens"],
-                                                   seconds=request.get("seconds", 0.5))}
+        seconds = request.get("seconds", flops.MATMUL_SECONDS)
+        return {"gflops": flops.dense_layer_gflops(framework, config, request["tokens"], seconds)}
     if op == "rss":
         return {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     raise ValueError(f"unknown op {op!r}")
