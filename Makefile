@@ -4,14 +4,21 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-$(VENV)/.installed: pyproject.toml
+# constraints.txt pins every package to the versions the suite last passed on, so that a new
+# upstream release cannot change what a fresh machine tests; pyproject.toml keeps ranges.
+$(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
 	touch $@
 
-.PHONY: install test quickstart
+.PHONY: install test quickstart constraints
 install: $(VENV)/.installed
+
+# After `make test` passes on newer packages (pip install -U in .venv): pin them.
+constraints: $(VENV)/.installed
+	{ sed '/^[^#]/Q' constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v '^#' \
+	  | sed 's/+cpu$$//'; } > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
