@@ -1,5 +1,4 @@
-"""The model code runs on Keras 3's JAX and PyTorch backends (JAX is how kbert runs on GPU
-machines without TensorFlow), with the same outputs as on TensorFlow."""
+"""The model code runs on Keras 3's JAX backend (how kbert runs on GPU machines without TF)."""
 
 import json
 import os
@@ -12,15 +11,17 @@ import pytest
 
 import kbert
 
+pytest.importorskip("jax", reason="the JAX backend test needs jax (in the test extra)")
+
 SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np, keras
-    assert keras.backend.backend() == sys.argv[3]
+    assert keras.backend.backend() == "jax"
     import kbert
     backbone = kbert.BertBackbone.from_pretrained("minilm_l6_h384_uncased")
     x = {k: np.array(v, "int32") for k, v in json.loads(sys.argv[1]).items()}
     out = backbone(x)
-    np.save(sys.argv[2], keras.ops.convert_to_numpy(out["sequence_output"]))
+    np.save(sys.argv[2], np.asarray(out["sequence_output"]))
 
     # One forward/backward pass: a few pre-training steps through model.fit.
     cfg = kbert.BertConfig(vocab_size=60, hidden_size=32, num_layers=2, num_heads=4,
@@ -38,15 +39,13 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_forward_and_backward_on_another_backend(backend, tmp_path):
-    pytest.importorskip(backend, reason=f"the {backend} backend needs {backend} (test extra)")
+def test_forward_and_backward_on_jax(tmp_path):
     ids = [[101, 7592, 2088, 102, 0], [101, 2023, 2003, 1037, 102]]
     x = {"token_ids": ids, "segment_ids": [[0] * 5, [0, 0, 0, 1, 1]],
          "padding_mask": [[1, 1, 1, 1, 0], [1] * 5]}
-    env = {**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu"}
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps(x), str(tmp_path / "out.npy"), backend],
+        [sys.executable, "-c", SCRIPT, json.dumps(x), str(tmp_path / "jax.npy")],
         env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     loss = json.loads(result.stdout.strip().splitlines()[-1])["loss"]
@@ -54,5 +53,5 @@ def test_forward_and_backward_on_another_backend(backend, tmp_path):
 
     tf_out = kbert.BertBackbone.from_pretrained("minilm_l6_h384_uncased")(
         {k: np.array(v, "int32") for k, v in x.items()})["sequence_output"]
-    other_out = np.load(tmp_path / "out.npy")
-    assert np.abs(other_out - np.asarray(tf_out))[:, :4].max() <= 1e-4
+    jax_out = np.load(tmp_path / "jax.npy")
+    assert np.abs(jax_out - np.asarray(tf_out))[:, :4].max() <= 1e-4
