@@ -8,7 +8,8 @@ the libraries print goes to stderr.
 Requests:
   {"op": "measure", "case", "preset", "batch", "seq", "xla", "seconds"}
       → {"times": [seconds per step, ...], "sequences": per step, "build_s": first-call cost}
-  {"op": "drop"}  → forget built models (frees their memory)
+  {"op": "drop"}  → forget built models (their memory goes back to the package's allocator;
+                   TensorFlow's keeps it pooled for the next models, not for the system)
   {"op": "peak", "seconds"}  → {"gflops": best fp32 matmul of this package}
   {"op": "dense", "preset", "tokens", "seconds"}
       → {"gflops": {mode: GFLOP/s of one encoder layer's dense projections at those sizes}}
