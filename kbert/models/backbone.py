@@ -5,6 +5,9 @@ import keras
 from kbert.config import BertConfig
 from kbert.layers import BertEmbeddings, TransformerEncoderBlock, attention_bias
 
+INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
+"""The names of the backbone's inputs, and of every preprocessor's packed outputs."""
+
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertBackbone(keras.Model):
@@ -50,7 +53,7 @@ class BertBackbone(keras.Model):
         # === Functional graph ===
         inputs = {
             name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "segment_ids", "padding_mask")
+            for name in INPUT_KEYS
         }
         x = embeddings(inputs["token_ids"], inputs["segment_ids"])
         bias = attention_bias(inputs["padding_mask"], causal=causal)
