@@ -1,10 +1,16 @@
 """kbert: BERT for Keras 3 and TensorFlow.
 
-Public names are imported on first use, so `import kbert` (and `kbert --help`) stays fast and
-the CLI can configure logging before TensorFlow loads.
+`import kbert` imports the model and text layers, which registers every kbert class with Keras:
+`keras.saving.load_model("model.keras")` then finds them in a new process. Training, export and
+conversion are imported on first use.
 """
 
 import importlib
+import os
+
+# TensorFlow's C++ INFO/WARNING lines (CPU features, missing CUDA) drown kbert's own output;
+# quiet them unless the user chose a level. Must be set before TensorFlow loads.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 __version__ = "0.1.0"
 
@@ -28,6 +34,9 @@ _PUBLIC = {
     "convert": "kbert.convert",
     "viz": "kbert.viz",
 }
+
+
+from kbert import models as _models, text as _text  # noqa: E402,F401  (registers the classes)
 
 
 def __getattr__(name):

@@ -6,7 +6,6 @@ import sys
 
 from kbert.cli_config import parse
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 FORMATS = ("huggingface", "google", "keras_hub")
 

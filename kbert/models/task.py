@@ -1,13 +1,40 @@
-"""`BertTask`: what every model built on a `BertBackbone` shares, its serialisation."""
+"""`BertTask`: what every model built on a `BertBackbone` shares: its optional preprocessor,
+raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`."""
 
 import keras
 
+from kbert.models.backbone import INPUT_KEYS
+
+
+def _is_packed(x):
+    """Whether `x` already holds model inputs (a dict of ids, or a dataset of them)."""
+    if isinstance(x, dict):
+        return INPUT_KEYS[0] in x
+    spec = getattr(x, "element_spec", None)
+    if spec is not None:
+        first = spec[0] if isinstance(spec, tuple) else spec
+        return isinstance(first, dict) and INPUT_KEYS[0] in first
+    return False
+
 
 class BertTask(keras.Model):
-    """Base of the task models. A subclass lists its own constructor arguments in
-    `task_config()`; `get_config` adds the serialised backbone, and `from_config` rebuilds the
-    backbone first, so ties into it (the MLM decoder, frozen features) are made anew by the
-    subclass constructor."""
+    """Base of the task models: backbone + head, and optionally the preprocessor that turns raw
+    text into the backbone's inputs.
+
+    With a `preprocessor` (keras-hub's habit), `fit`, `evaluate` and `predict` take raw text,
+    packed in the graph batch by batch: strings for a sentence task, a tuple `(texts_a,
+    texts_b)` for pairs, `(questions, choices)` (choices: one list per question) for multiple
+    choice. Packed inputs (a dict with `token_ids`, or a dataset of them) still pass through.
+    `model.save` keeps the preprocessor, vocabulary and casing included.
+
+    A subclass lists its own constructor arguments in `task_config()`; `get_config` adds the
+    serialised backbone and preprocessor, and `from_config` rebuilds the backbone first, so ties
+    into it (the MLM decoder, frozen features) are made anew by the subclass constructor.
+    """
+
+    def __init__(self, *args, preprocessor=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.preprocessor = preprocessor
 
     def task_config(self) -> dict:
         return {}
@@ -16,9 +43,19 @@ class BertTask(keras.Model):
         return {
             "backbone": keras.layers.serialize(self.backbone),
             **self.task_config(),
+            "preprocessor": (None if self.preprocessor is None
+                             else keras.layers.serialize(self.preprocessor)),
             "name": self.name,
             "trainable": self.trainable,
         }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.layers.deserialize(config["backbone"])
+        if config.get("preprocessor") is not None:
+            config["preprocessor"] = keras.layers.deserialize(config["preprocessor"])
+        return cls(**config)
 
     def compile_from_config(self, config):
         """Compiles a loaded model as it was saved. Keras skips this (with a warning) for any
@@ -30,7 +67,51 @@ class BertTask(keras.Model):
             self.optimizer.build(self.trainable_variables)
 
     @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return cls(**config)
+    def from_pretrained(cls, name_or_dir, **kwargs):
+        """This task on pretrained weights, in one call: backbone, preprocessor and a new head.
+
+        `name_or_dir` is a weights preset ("minilm_l6_h384_uncased"), a checkpoint directory
+        (Hugging Face, Google TF1, keras-hub), a size preset for random weights, or a
+        `kbert finetune` run directory (then the trained task model itself is loaded).
+        `kwargs` go to the task's constructor (e.g. `num_classes=3`), except
+        `sequence_length`, which sizes the preprocessor.
+
+        >>> clf = BertClassifier.from_pretrained("minilm_l6_h384_uncased", num_classes=2)
+        """
+        from kbert.tasks.pretrained import task_from_pretrained
+
+        return task_from_pretrained(cls, name_or_dir, **kwargs)
+
+    # --- raw text in -------------------------------------------------------------------------
+
+    def _raw(self, x):
+        return self.preprocessor is not None and x is not None and not _is_packed(x)
+
+    def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
+            shuffle=True, **kwargs):
+        if self._raw(x):
+            x = self.preprocessor.dataset(x, y, sample_weight, batch_size or 32, shuffle)
+            y = sample_weight = batch_size = None
+            shuffle = False  # done in the dataset, which Keras would not reshuffle
+        if validation_data is not None and self._raw(validation_data[0]
+                                                     if isinstance(validation_data, tuple)
+                                                     else validation_data):
+            validation_data = self.preprocessor.dataset(
+                *(validation_data if isinstance(validation_data, tuple) else (validation_data,)),
+                batch_size=batch_size or 32)
+        return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
+                           validation_data=validation_data, shuffle=shuffle, **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
+        if self._raw(x):
+            x = self.preprocessor.dataset(x, y, sample_weight, batch_size or 32)
+            y = sample_weight = batch_size = None
+        return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
+                                **kwargs)
+
+    def predict(self, x, batch_size=None, **kwargs):
+        if self._raw(x):
+            x = self.preprocessor.dataset(x, batch_size=batch_size or 32)
+            batch_size = None
+        return super().predict(x, batch_size=batch_size, **kwargs)
+

@@ -10,6 +10,9 @@ longer segment, from B when they are equally long, until the pair fits. It has a
 tokens of the budget m and B the rest. `"waterfall"` keeps A whole if it can and cuts B first
 (questions before contexts, say).
 
+Multiple choice: a pair whose second part is [batch, num_choices] strings packs every
+(first, choice) pair and gives outputs [batch, num_choices, sequence_length].
+
 With `return_offsets=True` the output also holds `start_offsets` and `end_offsets`: for every
 position, the [start, end) of its token in that segment's original string (bytes or characters,
 `offset_unit`; see `BertTokenizer.tokenize_with_offsets`), and -1 for [CLS], [SEP] and padding.
@@ -19,7 +22,9 @@ position, the [start, end) of its token in that segment's original string (bytes
 import keras
 import tensorflow as tf
 
+from kbert.text.datasets import batched_dataset
 from kbert.text.tokenizer import BertTokenizer
+from kbert.text.trim import trim_to_longest
 
 TRUNCATIONS = ("longest_first", "waterfall")
 
@@ -94,6 +99,8 @@ class BertPreprocessor(keras.layers.Layer):
 
     def call(self, inputs):
         segments = self._segments(inputs)
+        if len(segments) == 2 and segments[1].shape.rank == 2:
+            return self._pack_choices(*segments)
         scalar = segments[0].shape.rank == 0
         if scalar:
             segments = [tf.expand_dims(s, 0) for s in segments]
@@ -136,11 +143,34 @@ class BertPreprocessor(keras.layers.Layer):
             out = {k: v[0] for k, v in out.items()}
         return out
 
+    def _pack_choices(self, first, choices):
+        """[batch] firsts and [batch, num_choices] choices → [batch, num_choices, seq] each."""
+        if first.shape.rank != 1:
+            raise ValueError(f"Multiple choice takes [batch] questions and [batch, num_choices] "
+                             f"choices; got questions of shape {first.shape}.")
+        num_choices = tf.shape(choices)[1]
+        packed = self.call((tf.repeat(first, num_choices), tf.reshape(choices, [-1])))
+        return {k: tf.reshape(v, [-1, num_choices, self.sequence_length])
+                for k, v in packed.items()}
+
+    def dataset(self, x, y=None, sample_weight=None, batch_size=32, shuffle=False, seed=None,
+                pad_to_multiple_of=1):
+        """tf.data of packed `(inputs, y, sample_weight)` batches from raw text `x` (strings,
+        a pair `(a, b)` of them, or `(questions, choices)`), each batch cut to its longest row;
+        what `BertTask.fit` / `predict` run on. A `tf.data.Dataset` `x` is taken as batches of
+        raw `(x, y, sample_weight)`."""
+
+        def pack(x, *rest):
+            return (trim_to_longest(self(x), pad_to_multiple_of),) + rest
+
+        return batched_dataset(x, y, sample_weight, pack, batch_size, shuffle, seed)
+
     def compute_output_spec(self, inputs):
         first = inputs[0] if isinstance(inputs, (tuple, list)) else inputs
         batch = tuple(first.shape[:1])
-        if len(first.shape) == 2 and first.shape[-1] == 1:
-            batch = tuple(first.shape[:1])
+        if isinstance(inputs, (tuple, list)) and len(inputs) == 2 and len(inputs[1].shape) == 2 \
+                and inputs[1].shape[-1] != 1:
+            batch += tuple(inputs[1].shape[1:])  # multiple choice
         shape = batch + (self.sequence_length,)
         keys = ["token_ids", "segment_ids", "padding_mask"]
         if self.return_offsets:

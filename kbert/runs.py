@@ -1,0 +1,102 @@
+"""`RunDirectory`: what `kbert finetune` writes and what `evaluate`, `predict`, `export` and
+`from_pretrained` read back, in one place.
+
+    OUTPUT/
+      model.keras      the task model with its preprocessor (vocabulary and casing inside)
+      run.json         the task: name, kind, label names, and the settings it was trained with
+                       (sequence length; for spans the windowing and decoding settings)
+      metrics.json     the held-out metrics and timings of the run
+      predictions.json what the run predicted on its held-out split, where the task has one
+      logs/            TensorBoard
+
+A run directory is complete only once `run.json` is written, last, so a crash mid-save leaves
+a directory that no reader takes for a finished run.
+"""
+
+import json
+import os
+import pathlib
+
+MODEL_FILE = "model.keras"
+INFO_FILE = "run.json"
+METRICS_FILE = "metrics.json"
+PREDICTIONS_FILE = "predictions.json"
+
+
+class RunError(ValueError):
+    """A directory that is not a complete kbert run."""
+
+
+def _write_json(path, value):
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _read_json(path):
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise RunError(f"{path} is not valid JSON: {error}.") from None
+    if not isinstance(value, dict):
+        raise RunError(f"{path} does not hold a JSON object.")
+    return value
+
+
+class RunDirectory:
+    """A `kbert finetune` output directory (see the module docstring)."""
+
+    def __init__(self, path):
+        self.path = pathlib.Path(os.fspath(path))
+
+    @classmethod
+    def is_run(cls, path) -> bool:
+        path = pathlib.Path(os.fspath(path))
+        return (path / INFO_FILE).is_file() and (path / MODEL_FILE).is_file()
+
+    @classmethod
+    def open(cls, path) -> "RunDirectory":
+        """The run at `path`; a clear error when it is not one."""
+        run = cls(path)
+        if not run.path.is_dir():
+            raise FileNotFoundError(f"No run directory at {run.path}.")
+        missing = [f for f in (MODEL_FILE, INFO_FILE) if not (run.path / f).is_file()]
+        if missing:
+            raise RunError(f"{run.path} holds no {' or '.join(missing)}: give a "
+                           "`kbert finetune` output directory.")
+        return run
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def save(self, model, info, metrics, predictions=None):
+        """Writes the model, metrics, predictions and, last, the task info."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / INFO_FILE).unlink(missing_ok=True)
+        tmp = self.path / f".{MODEL_FILE}.tmp.keras"
+        model.save(tmp)
+        os.replace(tmp, self.path / MODEL_FILE)
+        _write_json(self.path / METRICS_FILE, metrics)
+        if predictions is not None:
+            _write_json(self.path / PREDICTIONS_FILE, predictions)
+        _write_json(self.path / INFO_FILE, info)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    @property
+    def info(self) -> dict:
+        info = _read_json(self.path / INFO_FILE)
+        for key in ("task", "kind", "settings"):
+            if key not in info:
+                raise RunError(f"{self.path / INFO_FILE} lacks {key!r}.")
+        return info
+
+    @property
+    def metrics(self) -> dict:
+        path = self.path / METRICS_FILE
+        return _read_json(path) if path.is_file() else {}
+
+    def load_model(self, compile=False):
+        """The saved task model with its preprocessor (Keras safe mode: no code is run)."""
+        import keras
+
+        return keras.saving.load_model(self.path / MODEL_FILE, compile=compile, safe_mode=True)

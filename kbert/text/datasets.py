@@ -1,0 +1,63 @@
+"""Raw Python / numpy inputs → tf.data batches that a preprocessor packs in the graph.
+
+This is how a task model with a preprocessor takes `fit(["a great film", ...], labels)`, as
+keras-hub's tasks do: strings stay strings until the batch is packed inside tf.data.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+
+def as_tensor_data(x):
+    """Strings (a list, array or tensor), a tuple of them (a pair), or `(questions, choices)`
+    with choices a list of lists → what `tf.data.Dataset.from_tensor_slices` takes."""
+    if isinstance(x, tuple):
+        return tuple(as_tensor_data(part) for part in x)
+    if isinstance(x, dict):
+        return {k: as_tensor_data(v) for k, v in x.items()}
+    if isinstance(x, (tf.Tensor, tf.RaggedTensor)):
+        return x
+    if isinstance(x, str):
+        raise TypeError("Give a list of strings (a batch), not a single string.")
+    array = np.asarray(x, dtype=object if _holds_text(x) else None)
+    if array.dtype == object:
+        array = array.astype(str).astype(object)
+    return array
+
+
+def _holds_text(x):
+    first = x
+    while isinstance(first, (list, tuple, np.ndarray)) and len(first):
+        first = first[0]
+    return isinstance(first, (str, bytes))
+
+
+def _labels(y):
+    if y is None or isinstance(y, (tf.Tensor, dict)):
+        return y
+    return np.asarray(y)
+
+
+def batched_dataset(x, y, sample_weight, pack, batch_size=32, shuffle=False, seed=None):
+    """tf.data of `pack(x, y, sample_weight)` batches (pieces that are None are left out).
+
+    `x` is raw input (see `as_tensor_data`) or a `tf.data.Dataset` already yielding batches of
+    raw `(x, y, sample_weight)` (or `x` alone), which is then only packed."""
+    if isinstance(x, tf.data.Dataset):
+        if y is not None or sample_weight is not None:
+            raise ValueError("With a tf.data.Dataset as x, labels and sample weights come from "
+                             "the dataset: do not pass y or sample_weight.")
+        dataset = x
+    else:
+        parts = tuple(p for p in (as_tensor_data(x), _labels(y), _labels(sample_weight))
+                      if p is not None)
+        dataset = tf.data.Dataset.from_tensor_slices(parts)
+        if shuffle:
+            dataset = dataset.shuffle(int(dataset.cardinality()), seed=seed,
+                                      reshuffle_each_iteration=True)
+        dataset = dataset.batch(batch_size)
+    if isinstance(dataset.element_spec, tuple):
+        packed = dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        packed = dataset.map(lambda x: pack(x)[0], num_parallel_calls=tf.data.AUTOTUNE)
+    return packed.prefetch(tf.data.AUTOTUNE)
