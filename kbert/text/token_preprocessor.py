@@ -1,0 +1,156 @@
+"""BertTokenPreprocessor: pre-split words → token-tagging features, as graph ops.
+
+`kbert.data.conll.conll_features` in the graph, so training (tf.data), a Keras model and an
+exported SavedModel share it: the words of a sentence are joined by single spaces and tokenized
+once with character offsets; each sub-token belongs to the word whose start is the last one at
+or before the sub-token's start; only a word's first sub-token carries its label (weight 1),
+[CLS], [SEP], padding and the other sub-tokens weight 0. A sentence is cut at
+`sequence_length - 2` sub-tokens; the words cut off have no first sub-token in the window
+(`word_index` never names them), which `kbert.text.entity_decoding` reads as "O".
+
+Raw text goes through `split_words` first (`kbert.text.word_split`), the graph form of
+`kbert.training.finetune_conll.split_words`. Unlike `conll_features`, a sentence with no words
+is not an error here (a served request may be empty): it packs to [CLS] [SEP].
+"""
+
+import keras
+import tensorflow as tf
+
+from kbert.text.tokenizer import BertTokenizer
+from kbert.text.word_split import split_words
+
+__all__ = ["BertTokenPreprocessor", "split_words"]
+
+OUTPUT_KEYS = ("token_ids", "segment_ids", "padding_mask", "word_index")
+LABEL_KEYS = ("labels", "label_weights")
+
+
+def _first_sub_tokens(word_starts, token_starts):
+    """Per sub-token (ragged [batch, None]) the index of the word it begins, or -1 for a
+    sub-token that does not begin its word: `bisect_right(word_starts, start) - 1`, kept
+    where it differs from the previous sub-token's word (offsets only grow along a row)."""
+    big = tf.int32.max  # padding that keeps each row of starts sorted
+    sorted_starts = word_starts.to_tensor(big)
+    dense = token_starts.to_tensor(big)
+    word = tf.searchsorted(sorted_starts, dense, side="right", out_type=tf.int32) - 1
+    word = tf.RaggedTensor.from_tensor(word, lengths=token_starts.row_lengths()).flat_values
+    position = tf.range(tf.size(word, out_type=tf.int64))
+    row_first = tf.equal(position, tf.gather(token_starts.row_splits,
+                                             token_starts.value_rowids()))
+    previous = tf.where(row_first, -1, tf.roll(word, 1, 0))
+    first = (word >= 0) & tf.not_equal(word, previous)
+    return token_starts.with_flat_values(tf.where(first, word, -1))
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertTokenPreprocessor(keras.layers.Layer):
+    """Words (ragged string [batch, None]), optionally word labels (ragged int [batch, None])
+    → int32 [batch, sequence_length] `token_ids`, `segment_ids` (all 0), `padding_mask`,
+    `word_index` (the word a first sub-token begins, -1 elsewhere); with labels also
+    `labels` (the word's label on first sub-tokens, 0 elsewhere) and float32
+    `label_weights` (1 on first sub-tokens). A 1-D string tensor is one sentence (outputs
+    without the batch axis); a dense 2-D one is a batch whose every entry is a word.
+
+    Args:
+      tokenizer: a `BertTokenizer`.
+      sequence_length: the packed length, [CLS] and [SEP] included.
+    """
+
+    def __init__(self, tokenizer, sequence_length=128, **kwargs):
+        kwargs.setdefault("trainable", False)
+        kwargs.setdefault("dtype", "int32")
+        super().__init__(**kwargs)
+        if isinstance(tokenizer, dict):
+            tokenizer = keras.saving.deserialize_keras_object(tokenizer)
+        if not isinstance(tokenizer, BertTokenizer):
+            raise TypeError(f"BertTokenPreprocessor needs a BertTokenizer, got "
+                            f"{type(tokenizer)}.")
+        if int(sequence_length) < 3:
+            raise ValueError(f"sequence_length must be at least 3 ([CLS] word [SEP]), got "
+                             f"{sequence_length}.")
+        self.tokenizer = tokenizer
+        self.sequence_length = int(sequence_length)
+
+    def build(self, words_shape=None, labels_shape=None):
+        self.built = True  # no weights; the tokenizer's tables exist from its constructor
+
+    @staticmethod
+    def _ragged(x, what, dtypes):
+        if not isinstance(x, tf.RaggedTensor):
+            x = tf.ragged.constant(x) if isinstance(x, (list, tuple)) else tf.convert_to_tensor(x)
+        if x.dtype not in dtypes:
+            raise TypeError(f"BertTokenPreprocessor expects {what} of dtype "
+                            f"{' or '.join(d.name for d in dtypes)}, got {x.dtype.name}.")
+        single = x.shape.rank == 1
+        if single:
+            x = x[tf.newaxis]
+        if not isinstance(x, tf.RaggedTensor):
+            x = tf.RaggedTensor.from_tensor(x) if x.shape.rank == 2 else x
+        if x.shape.rank != 2:
+            raise ValueError(f"BertTokenPreprocessor expects {what} of shape [batch, None] "
+                             f"(or one sentence [None]), got shape {x.shape}.")
+        return x, single
+
+    def call(self, words, labels=None):
+        words, single = self._ragged(words, "words", (tf.string,))
+        words = words.with_flat_values(tf.strings.unicode_transcode(
+            words.flat_values, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
+        # Each word's start in the joined text: characters (word + space) before it in its row.
+        chars = tf.strings.length(words.flat_values, unit="UTF8_CHAR") + 1
+        before = tf.cumsum(chars, exclusive=True)
+        row_base = tf.gather(tf.concat([before, [tf.reduce_sum(chars)]], 0), words.row_splits)
+        word_starts = words.with_flat_values(
+            before - tf.gather(row_base, words.value_rowids()))
+        text = tf.strings.reduce_join(words, axis=-1, separator=" ")
+        ids, starts, _ = self.tokenizer.tokenize_with_offsets(text, "char")
+        keep = tf.ragged.range(ids.row_lengths()) < self.sequence_length - 2
+        ids, starts = tf.ragged.boolean_mask(ids, keep), tf.ragged.boolean_mask(starts, keep)
+        word_index = _first_sub_tokens(word_starts, starts)
+        batch = ids.nrows()
+
+        def pack(values, first, last, pad):
+            edge = lambda v: tf.fill([batch, 1], tf.cast(v, values.dtype))
+            return tf.concat([edge(first), values, edge(last)], axis=1).to_tensor(
+                tf.cast(pad, values.dtype), shape=[None, self.sequence_length])
+
+        out = {"token_ids": pack(ids, self.tokenizer.cls_token_id, self.tokenizer.sep_token_id,
+                                 self.tokenizer.pad_token_id),
+               "segment_ids": pack(tf.zeros_like(ids), 0, 0, 0),
+               "padding_mask": pack(tf.ones_like(ids), 1, 1, 0),
+               "word_index": pack(word_index, -1, -1, -1)}
+        if labels is not None:
+            out.update(self._labels(labels, words, word_index, pack))
+        return {k: v[0] for k, v in out.items()} if single else out
+
+    def _labels(self, labels, words, word_index, pack):
+        labels, _ = self._ragged(labels, "labels", (tf.int32, tf.int64))
+        check = tf.debugging.assert_equal(
+            labels.row_lengths(), words.row_lengths(),
+            message="labels must hold one label per word")
+        with tf.control_dependencies([check]):
+            flat = tf.cast(tf.identity(labels.flat_values), tf.int32)
+        is_first = word_index >= 0
+        row_start = tf.gather(labels.row_splits, word_index.value_rowids())
+        at = row_start + tf.cast(tf.maximum(word_index.flat_values, 0), tf.int64)
+        # Every row with sub-tokens has words, so `at` is a valid index even where -1 was.
+        picked = tf.where(is_first.flat_values, tf.gather(flat, at), 0)
+        return {"labels": pack(word_index.with_flat_values(picked), 0, 0, 0),
+                "label_weights": pack(tf.cast(is_first, tf.float32), 0, 0, 0)}
+
+    def compute_output_spec(self, words, labels=None):
+        shape = tuple(words.shape[:1]) + (self.sequence_length,)
+        keys = OUTPUT_KEYS + (LABEL_KEYS if labels is not None else ())
+        return {k: keras.KerasTensor(shape, dtype="float32" if k == "label_weights" else "int32")
+                for k in keys}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
+                       "sequence_length": self.sequence_length})
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
+        return cls(**config)
