@@ -21,6 +21,7 @@ _PUBLIC = {
     "BertClassifier": "kbert.models",
     "BertMultipleChoice": "kbert.models",
     "BertFeatureExtractor": "kbert.models",
+    "BertFeatureClassifier": "kbert.models",
     "BertSpanLabeler": "kbert.models",
     "BertTokenClassifier": "kbert.models",
     "finetune": "kbert.training",

@@ -17,7 +17,6 @@ TensorFlow Serving has; see `kbert.export.serving_ops`).
 import json
 import os
 import pathlib
-import re
 import shutil
 import tempfile
 import warnings
@@ -61,8 +60,9 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
       model: a kbert model (`BertClassifier`, `BertMultipleChoice`, `BertBackbone`,
         `BertFeatureExtractor`), or another Keras model of one of those shapes with `task=`.
       export_dir: the model's base directory, e.g. "saved_models/sentiment".
-      preprocessor: the `BertPreprocessor` the model was trained with. With it,
-        `serving_default` takes raw strings; without it, token ids (`serve_token_ids`).
+      preprocessor: the `BertPreprocessor` the model was trained with (default: the one the
+        task model holds). With it, `serving_default` takes raw strings; without it, token
+        ids (`serve_token_ids`).
       version: a positive integer; default: the next after the existing versions. An existing
         version is never replaced unless `overwrite=True`.
       label_names: the class names of a classifier, in id order (`label` output).
@@ -76,6 +76,8 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
     Signatures and outputs: see `kbert.export.signatures`.
     """
     base = pathlib.Path(os.path.abspath(os.fspath(export_dir)))
+    if preprocessor is None:
+        preprocessor = getattr(model, "preprocessor", None)
     if version is None:
         version = next_version(base)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
@@ -189,54 +191,52 @@ def _metadata(module, model, preprocessor, version, warmup):
 
 
 def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
-                    sequence_length=None, version=None, label_names=None, sentence_pair=False,
+                    sequence_length=None, version=None, label_names=None, sentence_pair=None,
                     task=None, warmup_texts=None, overwrite=False):
-    """`kbert export MODEL OUTPUT_DIR`: a saved Keras model → `OUTPUT_DIR/<version>/`.
+    """`kbert export MODEL OUTPUT_DIR`: a run directory or a saved Keras model →
+    `OUTPUT_DIR/<version>/`.
 
     Args:
-      model_path: a `.keras` file, or a `kbert finetune` output directory (its `model.keras`,
-        `vocab.txt` and `metrics.json` are used).
+      model_path: a `kbert finetune` run directory (its model, preprocessor, label names and
+        pair-ness are used), or a `.keras` file.
       output_dir: the model's base directory, e.g. saved_models/sentiment.
-      vocabulary: vocab.txt, a checkpoint directory or a weights preset for the tokenizer;
-        default: the vocab.txt beside the model. None found → token-id signatures only.
-      lowercase: tokenizer casing; default from the checkpoint (see `casing_from_checkpoint`).
-      sequence_length: default: the fine-tuning run's, else 128.
-      label_names: a list, or a comma-separated string.
+      vocabulary, lowercase: for a model saved without a preprocessor: vocab.txt, a
+        checkpoint directory or a weights preset, and its casing (default from the
+        checkpoint). Neither → token-id signatures only.
+      sequence_length: repack at this length (default: the preprocessor's).
+      label_names: a list, or a comma-separated string (default: the run's).
       sentence_pair, task, version, warmup_texts, overwrite: as `export_saved_model`.
     Returns the version directory written.
     """
     import keras
 
+    from kbert.runs import RunDirectory
     from kbert.text import BertPreprocessor, BertTokenizer
-    from kbert.text.tokenizer import casing_from_checkpoint
 
     model_path = pathlib.Path(model_path)
-    run_dir = model_path if model_path.is_dir() else model_path.parent
-    model_file = model_path / "model.keras" if model_path.is_dir() else model_path
-    if not model_file.is_file():
-        raise FileNotFoundError(f"No saved Keras model at {model_file}.")
-    metrics = {}
-    if (run_dir / "metrics.json").is_file():
-        metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
-    if sequence_length is None:
-        sequence_length = metrics.get("settings", {}).get("sequence_length", 128)
+    info = {}
+    if model_path.is_dir():
+        run = RunDirectory.open(model_path)
+        info, model = run.info, run.load_model()
+    elif model_path.is_file():
+        model = keras.saving.load_model(model_path, compile=False, safe_mode=True)
+    else:
+        raise FileNotFoundError(f"No run directory or saved Keras model at {model_path}.")
     if isinstance(label_names, str):
         label_names = [n.strip() for n in label_names.split(",") if n.strip()]
-    if vocabulary is None and (run_dir / "vocab.txt").is_file():
-        vocabulary = run_dir
-    model = keras.saving.load_model(model_file, compile=False)
-    preprocessor = None
+    preprocessor = getattr(model, "preprocessor", None)
     if vocabulary is not None:
-        vocab_path = pathlib.Path(os.fspath(vocabulary))
-        if vocab_path.is_file():
-            if lowercase is None:
-                lowercase = casing_from_checkpoint(vocab_path.parent)
-            tokenizer = BertTokenizer(vocabulary=vocab_path, lowercase=lowercase)
+        if pathlib.Path(os.fspath(vocabulary)).is_file():  # a vocab.txt
+            tokenizer = BertTokenizer(vocabulary, lowercase=True if lowercase is None else lowercase)
         else:
             tokenizer = BertTokenizer.from_pretrained(vocabulary, lowercase=lowercase)
-        preprocessor = BertPreprocessor(tokenizer, sequence_length=int(sequence_length))
-    if task is None and re.fullmatch(r"feature_classifier.*", model.name or ""):
-        task = "classifier"  # `kbert finetune --mode feature`: a functional logits model
+        preprocessor = BertPreprocessor(tokenizer, sequence_length=sequence_length or 128)
+    elif preprocessor is not None and sequence_length is not None:
+        preprocessor = BertPreprocessor(preprocessor.tokenizer, sequence_length=sequence_length)
+    if label_names is None and info.get("kind") == "classification":
+        label_names = info.get("label_names")
+    if sentence_pair is None:
+        sentence_pair = bool(info.get("sentence_pair"))
     return export_saved_model(model, output_dir, preprocessor=preprocessor, version=version,
                               label_names=label_names, warmup_texts=warmup_texts,
                               sentence_pair=sentence_pair, task=task, overwrite=overwrite)

@@ -86,6 +86,7 @@ TASKS = {
 # Model class → task. Most specific classes first; classes missing from this kbert are skipped.
 MODEL_TASKS = (
     ("kbert.models.classifier", "BertClassifier", "classifier"),
+    ("kbert.models.feature_extractor", "BertFeatureClassifier", "classifier"),
     ("kbert.models.multiple_choice", "BertMultipleChoice", "multiple_choice"),
     ("kbert.models.feature_extractor", "BertFeatureExtractor", "feature_extractor"),
     ("kbert.models.backbone", "BertBackbone", "backbone"),

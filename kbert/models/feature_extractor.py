@@ -2,8 +2,8 @@
 
 The paper's feature-based experiment (CoNLL NER) feeds the concatenation of the last four
 layers' hidden states into a BiLSTM and never updates BERT. `BertFeatureExtractor` is that
-frozen front end as a Keras model; `feature_classifier` puts a small trainable BiLSTM classifier
-on top of it for sentence (or pair) classification.
+frozen front end as a Keras model; `BertFeatureClassifier` puts a small trainable BiLSTM
+classifier on top of it for sentence (or pair) classification.
 """
 
 import keras
@@ -107,17 +107,47 @@ class PaddingToMask(keras.layers.Layer):
         return keras.KerasTensor(padding_mask.shape, dtype="bool")
 
 
-def feature_classifier(extractor: BertFeatureExtractor, num_classes=2, lstm_units=64,
-                       dropout=0.1, name="feature_classifier"):
-    """A small classifier trained on frozen BERT features: BiLSTM over the (masked) sequence
-    features → dropout → dense logits [batch, num_classes]. Only the BiLSTM and the dense layer
-    train; the result is a plain functional `keras.Model` (saved and loaded like any other)."""
-    inputs = {k: keras.Input(shape=(None,), dtype="int32", name=k)
-              for k in ("token_ids", "segment_ids", "padding_mask")}
-    features = extractor(inputs)
-    mask = PaddingToMask(name="to_mask")(inputs["padding_mask"])
-    encoded = keras.layers.Bidirectional(
-        keras.layers.LSTM(lstm_units), name="bilstm")(features, mask=mask)
-    logits = keras.layers.Dense(num_classes, name="classifier")(
-        Dropout(dropout, name="dropout")(encoded))
-    return keras.Model(inputs, logits, name=name)
+@keras.saving.register_keras_serializable(package="kbert")
+class BertFeatureClassifier(BertTask):
+    """The paper's feature-based use for sentence (or pair) classification: a small classifier
+    trained on frozen BERT features. The chosen layers' hidden states (`BertFeatureExtractor`)
+    feed a BiLSTM over the masked sequence → dropout → dense logits [batch, num_classes]. Only
+    the BiLSTM and the dense layer train.
+
+    >>> model = BertFeatureClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=2)
+    """
+
+    def __init__(self, backbone: BertBackbone, num_classes=2, layers=(-4, -3, -2, -1),
+                 lstm_units=64, dropout=0.1, **kwargs):
+        # === Layers ===
+        extractor = BertFeatureExtractor(backbone, layers=layers, name="feature_extractor")
+        to_mask = PaddingToMask(name="to_mask")
+        lstm = keras.layers.Bidirectional(keras.layers.LSTM(lstm_units), name="bilstm")
+        dropout_layer = Dropout(dropout, name="classifier_dropout")
+        head = keras.layers.Dense(num_classes, name="classifier")
+
+        # === Functional graph ===
+        inputs = dict(extractor.backbone.input)
+        encoded = lstm(extractor(inputs), mask=to_mask(inputs["padding_mask"]))
+        outputs = head(dropout_layer(encoded))
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        # === Config ===
+        self.backbone = extractor.backbone
+        self.num_classes = num_classes
+        self.feature_layers = extractor.feature_layers
+        self.lstm_units = lstm_units
+        self.dropout = dropout
+        self.feature_extractor = extractor
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
+        """Compiles with cross-entropy and `accuracy` unless others are given."""
+        if loss is None:
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        if metrics is None:
+            metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def task_config(self):
+        return {"num_classes": self.num_classes, "layers": list(self.feature_layers),
+                "lstm_units": self.lstm_units, "dropout": self.dropout}

@@ -7,6 +7,8 @@ keras-hub's tasks do: strings stay strings until the batch is packed inside tf.d
 import numpy as np
 import tensorflow as tf
 
+from kbert.text.trim import trim_to_longest
+
 
 def as_tensor_data(x):
     """Strings (a list, array or tensor), a tuple of them (a pair), or `(questions, choices)`
@@ -61,3 +63,39 @@ def batched_dataset(x, y, sample_weight, pack, batch_size=32, shuffle=False, see
     else:
         packed = dataset.map(lambda x: pack(x)[0], num_parallel_calls=tf.data.AUTOTUNE)
     return packed.prefetch(tf.data.AUTOTUNE)
+
+
+def _cut(pad_to_multiple_of):
+    """Cuts `(inputs, *targets)` to the inputs' longest row; per-token targets ([b, seq])
+    follow, per-row ones ([b]) stay."""
+
+    def cut(x, *rest):
+        x = trim_to_longest(x, pad_to_multiple_of)
+        length = tf.shape(x["padding_mask"])[-1]
+        rest = tf.nest.map_structure(lambda r: r[:, :length] if r.shape.rank >= 2 else r, rest)
+        return (x,) + tuple(rest)
+
+    return cut
+
+
+def length_bucketed(arrays, padding_mask, batch_size, seed, pad_to_multiple_of=1, buckets=8):
+    """An endless, shuffled tf.data of already-packed rows `arrays` = (inputs dict, *targets),
+    batched with rows of similar length (`buckets` groups at the length quantiles), each batch
+    cut to its longest row: less padding per step than random batches."""
+    lengths = np.asarray(padding_mask).sum(-1)
+    edges = sorted({int(e) + 1 for e in
+                    np.quantile(lengths, np.linspace(0, 1, buckets + 1)[1:-1])})
+    dataset = tf.data.Dataset.from_tensor_slices(arrays)
+    dataset = dataset.shuffle(len(lengths), seed=seed, reshuffle_each_iteration=True).repeat()
+    dataset = dataset.bucket_by_sequence_length(
+        lambda x, *rest: tf.reduce_sum(x["padding_mask"]), edges,
+        [batch_size] * (len(edges) + 1))
+    return dataset.map(_cut(pad_to_multiple_of),
+                       num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def packed_batches(features, batch_size=64):
+    """Already-packed `features` (a dict of arrays) in order, in batches cut to their longest
+    row: for evaluation loops whose outputs keep the sequence axis."""
+    dataset = tf.data.Dataset.from_tensor_slices(features).batch(batch_size)
+    return dataset.map(lambda x: trim_to_longest(x)).prefetch(tf.data.AUTOTUNE)

@@ -35,9 +35,11 @@ def make_dataset(examples, preprocessor, batch_size=32, kind="classification", s
     `pad_to_multiple_of=m` rounds each batch's length up to a multiple of m (at most
     `sequence_length`), so that an XLA-compiled model sees a few shapes, not one per length.
     Multiple-choice examples give inputs shaped [batch, num_choices, seq], each choice packed
-    as the pair (question, choice).
+    as the pair (question, choice) by the preprocessor.
     """
     import tensorflow as tf
+
+    from kbert.text.trim import trim_to_longest
 
     features, labels = _columns(examples, kind)
     dataset = tf.data.Dataset.from_tensor_slices((features, labels))
@@ -57,19 +59,7 @@ def make_dataset(examples, preprocessor, batch_size=32, kind="classification", s
         dataset = dataset.batch(batch_size)
 
     def pack(texts, y):
-        if kind == "multiple_choice":
-            questions, choices = texts
-            num_choices = tf.shape(choices)[1]
-            packed = preprocessor((tf.repeat(questions, num_choices),
-                                   tf.reshape(choices, [-1])))
-            packed = {k: tf.reshape(v, [-1, num_choices, preprocessor.sequence_length])
-                      for k, v in packed.items()}
-        else:
-            packed = preprocessor(texts[0] if len(texts) == 1 else tuple(texts))
-        longest = tf.reduce_max(tf.reduce_sum(packed["padding_mask"], -1))
-        if pad_to_multiple_of > 1:
-            longest = tf.minimum(-(-longest // pad_to_multiple_of) * pad_to_multiple_of,
-                                 preprocessor.sequence_length)
-        return {k: v[..., :longest] for k, v in packed.items()}, y
+        return trim_to_longest(preprocessor(texts[0] if len(texts) == 1 else tuple(texts)),
+                               pad_to_multiple_of), y
 
     return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

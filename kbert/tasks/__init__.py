@@ -1,0 +1,32 @@
+"""Fine-tuning tasks as specs for the one driver (`kbert.training.finetune`).
+
+`get_spec(name, data_dir)` knows every task `kbert finetune --task NAME` takes: the sentence,
+pair and multiple-choice tasks of `kbert.data.tasks`, SQuAD v1.1 / v2.0 and CoNLL-2003 NER.
+"""
+
+from kbert.tasks.spec import EVAL_SEED, TaskSpec, subset
+
+
+def get_spec(name, data_dir=None, **options) -> TaskSpec:
+    """The spec for task `name` (or a `kbert.data.tasks.Task`, or a spec, passed through)."""
+    from kbert.data.tasks import Task, load_task
+    from kbert.tasks.sentence import SentenceTask
+
+    if isinstance(name, TaskSpec):
+        return name
+    if isinstance(name, Task):
+        return SentenceTask(name)
+    if name in ("squad", "squad2"):
+        from kbert.tasks.squad import SquadTask
+
+        return SquadTask("2.0" if name == "squad2" else "1.1", data_dir, **options)
+    if name == "conll":
+        from kbert.tasks.conll import ConllTask
+
+        return ConllTask(data_dir, **options)
+    if options:
+        raise ValueError(f"Task {name!r} takes no options; got {sorted(options)}.")
+    return SentenceTask(load_task(name, data_dir), cli_name=name, data_dir=data_dir)
+
+
+__all__ = ["EVAL_SEED", "TaskSpec", "get_spec", "subset"]

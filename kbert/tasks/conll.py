@@ -1,0 +1,133 @@
+"""`ConllTask`: CoNLL-2003 NER as a spec for the one driver.
+
+Features come from `BertTokenPreprocessor` (word → word-piece alignment in the graph), the
+tags from `kbert.text.entity_decoding` (the same graph ops the export serves), and the scores
+from `kbert.evaluation.entities` (equal to seqeval's default mode).
+"""
+
+import numpy as np
+
+from kbert.tasks.spec import TaskSpec
+
+INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
+
+
+class ConllTask(TaskSpec):
+    """Token tagging on CoNLL-2003 (or files in its format under `data_dir`)."""
+
+    name = "conll"
+    kind = "token_classification"
+    metric = "f1"
+    modes = ("finetune", "feature")
+
+    def __init__(self, data_dir=None, scheme="auto", label_names=None, lstm_units=128):
+        self.data_dir = data_dir
+        self.scheme = scheme
+        self.lstm_units = lstm_units
+        self._label_names = None if label_names is None else list(label_names)
+        self._splits = None
+
+    def splits(self):
+        if self._splits is None:
+            from kbert.data.conll import conll2003
+
+            self._splits = conll2003(self.data_dir, self.scheme)
+        return self._splits
+
+    @property
+    def label_names(self):
+        if self._label_names is None:
+            from kbert.data.conll import CONLL2003_LABELS
+
+            tags = {t for s in self.splits()["train"] for t in s.tags}
+            self._label_names = (list(CONLL2003_LABELS) if tags <= set(CONLL2003_LABELS)
+                                 else ["O"] + sorted(tags - {"O"}))
+        return self._label_names
+
+    def build(self, backbone, tokenizer, sequence_length, mode="finetune"):
+        from kbert.models import BertTokenClassifier
+        from kbert.text.token_preprocessor import BertTokenPreprocessor
+
+        layers = (tuple(range(-min(4, backbone.config.num_layers), 0))
+                  if mode == "feature" else None)
+        return BertTokenClassifier(
+            backbone, label_names=self.label_names, feature_layers=layers,
+            lstm_units=self.lstm_units,
+            preprocessor=BertTokenPreprocessor(tokenizer, sequence_length=sequence_length))
+
+    def features(self, model, sentences):
+        """The preprocessor's packed features for `sentences`, as numpy arrays."""
+        import tensorflow as tf
+
+        from kbert.data.tasks import DataError
+
+        index = {name: i for i, name in enumerate(self.label_names)}
+        for s in sentences:
+            unknown = [t for t in s.tags if t not in index]
+            if unknown:
+                raise DataError(f"{s.source}: tag {unknown[0]!r} is not one of "
+                                f"{self.label_names}.")
+        words = tf.ragged.constant([s.words for s in sentences], tf.string)
+        labels = tf.ragged.constant([[index[t] for t in s.tags] for s in sentences], tf.int32)
+        return {k: v.numpy() for k, v in model.preprocessor(words, labels).items()}
+
+    def train_dataset(self, model, examples, batch_size, seed, pad_to_multiple_of=1):
+        from kbert.text.datasets import length_bucketed
+
+        f = self.features(model, examples)
+        inputs = {k: f[k] for k in INPUT_KEYS}
+        return length_bucketed((inputs, f["labels"], f["label_weights"]), f["padding_mask"],
+                               batch_size, seed, pad_to_multiple_of)
+
+    def logits(self, model, features, batch_size=64):
+        """Token logits [count, seq, classes], batches cut to their longest row and padded back."""
+        from kbert.text.datasets import packed_batches
+
+        length = features["token_ids"].shape[1]
+        out = [np.asarray(model.predict_on_batch(x), "float32")
+               for x in packed_batches({k: features[k] for k in INPUT_KEYS}, batch_size)]
+        return np.concatenate([np.pad(o, [(0, 0), (0, length - o.shape[1]), (0, 0)])
+                               for o in out])
+
+    def evaluate(self, model, examples, batch_size=64):
+        from kbert.evaluation.entities import entity_metrics
+        from kbert.text.entity_decoding import word_tags
+
+        features = self.features(model, examples)
+        logits = self.logits(model, features, batch_size)
+        tags = word_tags(logits, features["word_index"], [len(s.words) for s in examples],
+                         self.label_names)
+        predicted = [[t.decode() for t in row] for row in tags.to_list()]
+        metrics = entity_metrics([s.tags for s in examples], predicted)
+        metrics["truncated_words"] = int(sum(
+            len(s.words) - int((row >= 0).sum())
+            for s, row in zip(examples, features["word_index"])))
+        return metrics, [{"words": s.words, "gold": s.tags, "predicted": p}
+                         for s, p in zip(examples, predicted)]
+
+    def predict(self, model, text=None, **unused):
+        """Entities ({"text", "type", "start", "end"}: character span) in raw `text`."""
+        from kbert.text.entity_decoding import decode_entities
+        from kbert.text.word_split import split_words
+
+        if text is None:
+            raise ValueError("A conll model needs text.")
+        single = isinstance(text, str)
+        import tensorflow as tf
+
+        words, starts, ends, clean = split_words(tf.constant([text] if single else list(text)))
+        features = model.preprocessor(words)
+        logits = model.predict_on_batch({k: features[k] for k in INPUT_KEYS})
+        found = decode_entities(logits, features["word_index"], starts, ends, clean,
+                                self.label_names)
+        answers = [[{"text": t.decode(), "type": k.decode(), "start": int(s), "end": int(e)}
+                    for t, k, s, e in zip(*(found[f"entity_{n}"][row].numpy()[:count]
+                                            for n in ("text", "label", "start", "end")))]
+                   for row, count in enumerate(found["entity_count"].numpy())]
+        return answers[0] if single else answers
+
+    def info(self):
+        return {"label_names": self.label_names,
+                "task_options": {"scheme": self.scheme, "label_names": self.label_names,
+                                 "lstm_units": self.lstm_units},
+                "data_dir": None if self.data_dir is None else str(self.data_dir)}

@@ -1,0 +1,106 @@
+"""`SentenceTask`: single sentences, sentence pairs, regression and multiple choice (the
+`kbert.data.tasks` readers) as a spec for the one driver."""
+
+import numpy as np
+
+from kbert.tasks.spec import TaskSpec
+
+
+def _model_inputs(examples, kind):
+    """Raw model inputs for `examples`: strings, a pair of string lists, or (questions, choices)."""
+    texts = [t for t, _ in examples]
+    if kind == "multiple_choice":
+        return ([q for q, _ in texts], [list(c) for _, c in texts])
+    if isinstance(texts[0], tuple):
+        return tuple(list(column) for column in zip(*texts))
+    return texts
+
+
+class SentenceTask(TaskSpec):
+    """A `kbert.data.tasks.Task` (classification, regression, multiple choice)."""
+
+    modes = ("finetune", "feature")
+
+    def __init__(self, task, cli_name=None, data_dir=None):
+        self.task = task
+        self.name = cli_name or task.name
+        self.kind = task.kind
+        self.metric = task.metric
+        self.data_dir = data_dir
+
+    def splits(self):
+        return self.task.splits
+
+    def build(self, backbone, tokenizer, sequence_length, mode="finetune"):
+        from kbert.models import BertClassifier, BertFeatureClassifier, BertMultipleChoice
+        from kbert.text import BertPreprocessor
+
+        pre = BertPreprocessor(tokenizer, sequence_length=sequence_length)
+        if mode == "feature":
+            if self.kind != "classification":
+                raise ValueError("mode='feature' supports classification tasks only.")
+            layers = tuple(range(-min(4, backbone.config.num_layers), 0))
+            return BertFeatureClassifier(backbone, num_classes=self.task.num_classes,
+                                         layers=layers, preprocessor=pre)
+        if self.kind == "multiple_choice":
+            return BertMultipleChoice(backbone, num_choices=self.task.num_classes,
+                                      preprocessor=pre)
+        return BertClassifier(backbone, num_classes=self.task.num_classes, preprocessor=pre)
+
+    def train_dataset(self, model, examples, batch_size, seed, pad_to_multiple_of=1):
+        from kbert.data.tasks import make_dataset
+
+        return make_dataset(examples, model.preprocessor, batch_size, self.kind, shuffle=True,
+                            bucket=True, repeat=True, seed=seed,
+                            pad_to_multiple_of=pad_to_multiple_of)
+
+    def outputs(self, model, examples, batch_size=64):
+        """Logits for `examples` (scores for regression), in order."""
+        outputs = model.predict(_model_inputs(examples, self.kind), batch_size=batch_size,
+                                verbose=0)
+        return outputs.reshape(-1) if self.kind == "regression" else outputs
+
+    def evaluate(self, model, examples, batch_size=64):
+        from kbert.evaluation.classification import (accuracy, classification_metrics,
+                                                     regression_metrics)
+
+        outputs = self.outputs(model, examples, batch_size)
+        labels = np.asarray([y for _, y in examples])
+        if self.kind == "regression":
+            return regression_metrics(labels, outputs), None
+        predictions = outputs.argmax(-1)
+        if self.kind == "multiple_choice":
+            return {"accuracy": accuracy(labels, predictions)}, None
+        return classification_metrics(labels, predictions, self.task.num_classes), None
+
+    def predict(self, model, text=None, text_pair=None, choices=None, **unused):
+        """Labels (or scores) with probabilities for raw `text` (a string or a list)."""
+        import keras
+
+        if text is None:
+            raise ValueError(f"A {self.name} model needs text.")
+        single = isinstance(text, str)
+        texts = [text] if single else list(text)
+        if self.kind == "multiple_choice":
+            if choices is None:
+                raise ValueError(f"A {self.name} model needs choices for each text.")
+            x = (texts, [list(choices)] if single else [list(c) for c in choices])
+        elif text_pair is not None:
+            x = (texts, [text_pair] if single else list(text_pair))
+        else:
+            x = texts
+        outputs = np.asarray(model.predict(x, verbose=0), "float32")
+        if self.kind == "regression":
+            answers = [{"score": float(s)} for s in outputs.reshape(-1)]
+        else:
+            probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(outputs, -1))
+            names = self.task.label_names or [str(i) for i in range(outputs.shape[-1])]
+            answers = [{"label": names[int(p.argmax())], "label_id": int(p.argmax()),
+                        "probabilities": [round(float(v), 6) for v in p]}
+                       for p in probabilities]
+        return answers[0] if single else answers
+
+    def info(self):
+        return {"label_names": list(self.task.label_names) if self.task.label_names else None,
+                "num_classes": self.task.num_classes, "sentence_pair": self.task.is_pair,
+                "data_dir": None if self.data_dir is None else str(self.data_dir)}
