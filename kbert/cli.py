@@ -75,9 +75,6 @@ def _pretrain(args) -> int:
     return 0
 
 
-SPAN_TASKS = ("squad", "squad2", "conll")
-
-
 def _batch_range(text):
     """"10,20" → (10, 20); "10" → 10 (one batch)."""
     try:
@@ -91,26 +88,16 @@ def _batch_range(text):
 
 def _finetune(args) -> int:
     """Fine-tunes on one task with the paper's recipe; metrics land in OUTPUT/metrics.json."""
-    init = args.init or args.preset or "minilm_l6_h384_uncased"
-    for flag, value in (("--attention-images", args.attention_images), ("--xla", args.xla)):
-        if value and args.task in SPAN_TASKS:
-            raise ValueError(f"{flag} works with sentence and pair tasks, not with "
-                             f"{args.task}.")
-    common = dict(init=init, output_dir=args.output, epochs=args.epochs, steps=args.steps,
-                  batch_size=args.batch_size, learning_rate=args.learning_rate,
-                  max_train_examples=args.max_train_examples,
-                  max_eval_examples=args.max_eval_examples, mode=args.mode,
-                  data_dir=args.data_dir, seed=args.seed, mixed_precision=args.mixed_precision)
-    if args.task in SPAN_TASKS:
-        from kbert.training.finetune_spans import finetune_task
+    from kbert.training.finetune import finetune
 
-        # None lets each task pick its length (SQuAD 384, CoNLL 128).
-        metrics = finetune_task(args.task, sequence_length=args.sequence_length, **common)
-    else:
-        from kbert.training.finetune import finetune
-
-        metrics = finetune(task=args.task, sequence_length=args.sequence_length or 128,
-                           attention_sentence=args.attention_images, xla=args.xla, **common)
+    metrics = finetune(
+        task=args.task, data_dir=args.data_dir,
+        init=args.init or args.preset or "minilm_l6_h384_uncased", output_dir=args.output,
+        epochs=args.epochs, steps=args.steps, batch_size=args.batch_size,
+        sequence_length=args.sequence_length, learning_rate=args.learning_rate,
+        max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
+        mode=args.mode, seed=args.seed, mixed_precision=args.mixed_precision,
+        attention_sentence=args.attention_images, xla=args.xla)
     _print_metrics(metrics, args.output)
     return 0
 
@@ -135,38 +122,29 @@ def _evaluate(args) -> int:
     import json
     import pathlib
 
-    run = pathlib.Path(args.model)
-    if (run / "task.json").is_file():  # a SQuAD or CoNLL run
-        from kbert.training.finetune_spans import evaluate_span_run
+    from kbert.training.finetune import evaluate_run
 
-        metrics = evaluate_span_run(run, split=args.split, data_dir=args.data_dir,
-                                    max_eval_examples=args.max_eval_examples)
-    else:
-        from kbert.training.finetune import evaluate_run
-
-        metrics = evaluate_run(run, task=args.task, split=args.split or "test",
-                               data_dir=args.data_dir, max_eval_examples=args.max_eval_examples)
-    split = metrics.get("split", args.split)
-    output = pathlib.Path(args.output or run / f"eval_{split}")
+    metrics = evaluate_run(args.model, task=args.task, split=args.split, data_dir=args.data_dir,
+                           max_eval_examples=args.max_eval_examples)
+    split = metrics["split"]
+    output = pathlib.Path(args.output or pathlib.Path(args.model) / f"eval_{split}")
     output.mkdir(parents=True, exist_ok=True)
     (output / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    label = " ".join(str(x) for x in (metrics.get("task"), split) if x)
-    if "examples" in metrics:
-        label += f" ({metrics['examples']} examples)"
-    print(f"{label}: " + _format(metrics))
+    print(f"{metrics['task']} {split} ({metrics['examples']} examples): " + _format(metrics))
     print(f"Wrote {output}/metrics.json")
     return 0
 
 
 def _predict(args) -> int:
-    """Answers a question about a context, or tags the entities of a sentence."""
+    """Answers raw text with a fine-tuned run: labels, answers or entities."""
     import json
 
-    from kbert.training.finetune_spans import predict_from_dir
+    from kbert.training.finetune import predict_run
 
-    result = predict_from_dir(args.model, text=args.text, question=args.question,
-                              context=args.context)
-    print(json.dumps(result, indent=2, ensure_ascii=False))
+    inputs = {k: v for k, v in (("text", args.text), ("text_pair", args.text_pair),
+                                ("choices", args.choice), ("question", args.question),
+                                ("context", args.context)) if v is not None}
+    print(json.dumps(predict_run(args.model, **inputs), indent=2, ensure_ascii=False))
     return 0
 
 
@@ -177,7 +155,7 @@ def _export(args) -> int:
     path = export_from_cli(
         args.model, args.output_dir, vocabulary=args.vocab,
         lowercase=False if args.cased else None, sequence_length=args.sequence_length,
-        version=args.version, label_names=args.labels, sentence_pair=args.pair,
+        version=args.version, label_names=args.labels, sentence_pair=args.pair or None,
         task=args.task, warmup_texts=[] if args.no_warmup else None, overwrite=args.overwrite)
     print(f"Exported {args.model} to {path}")
     return 0
@@ -275,11 +253,11 @@ def build_parser() -> argparse.ArgumentParser:
     pretrain.set_defaults(run=_pretrain)
 
     finetune = commands.add_parser(
-        "finetune", help="fine-tune on a sentence or sentence-pair task",
+        "finetune", help="fine-tune on a sentence, pair, choice, span or tagging task",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Fine-tune BERT end to end (AdamW, 10% warmup, linear decay) and score "
-                    "the held-out split. Writes OUTPUT/metrics.json, OUTPUT/model.keras, "
-                    "OUTPUT/vocab.txt and TensorBoard logs in OUTPUT/logs.",
+                    "the held-out split. Writes OUTPUT/metrics.json, OUTPUT/model.keras (with "
+                    "its preprocessor), OUTPUT/run.json and TensorBoard logs in OUTPUT/logs.",
         epilog="examples:\n"
                "  kbert finetune --task sentiment --steps 300 --output runs/sentiment\n"
                "  kbert finetune --task sentiment --preset mini --epochs 3 --output runs/random\n"
@@ -342,15 +320,23 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(run=_evaluate)
 
     predict = commands.add_parser(
-        "predict", help="answer a question or tag entities with a fine-tuned run",
+        "predict", help="answer raw text with a fine-tuned run",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Raw text in, answers out, with character spans: a SQuAD run takes "
-                    "--question and --context, a CoNLL run takes --text.",
+        description="Raw text in, answers out: a label with probabilities for sentence tasks "
+                    "(--text, plus --text-pair for pairs or --choice for multiple choice), the "
+                    "answer and its character span for SQuAD (--question, --context), the "
+                    "entities with character spans for CoNLL (--text).",
         epilog="examples:\n"
+               "  kbert predict runs/sentiment --text 'A joy to watch.'\n"
                "  kbert predict runs/squad --question 'Who wrote it?' --context 'Ann wrote it.'\n"
-               "  kbert predict runs/ner --text 'Angela Merkel visited Paris.'")
-    predict.add_argument("model", help="a kbert finetune output directory (squad or conll)")
+               "  kbert predict runs/ner --text 'Angela Merkel visited Paris.'\n"
+               "  kbert predict runs/mmlu --text 'What is 2 + 2?' --choice 3 --choice 4 "
+               "--choice 5 --choice 22")
+    predict.add_argument("model", help="a kbert finetune output directory")
     predict.add_argument("--text")
+    predict.add_argument("--text-pair", help="the second text of a sentence-pair task")
+    predict.add_argument("--choice", action="append",
+                         help="one answer choice of a multiple-choice task (repeat it)")
     predict.add_argument("--question")
     predict.add_argument("--context")
     predict.set_defaults(run=_predict)
@@ -366,12 +352,13 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("model", help="a kbert finetune output dir, or a .keras file")
     export.add_argument("output_dir", help="the model's base dir, e.g. saved_models/NAME")
     export.add_argument("--vocab", help="vocab.txt, checkpoint dir or weights preset "
-                                        "(default: the vocab.txt beside the model)")
+                                        "for a model saved without one (default: the run's own)")
     export.add_argument("--cased", action="store_true", help="the vocabulary is cased")
     export.add_argument("--sequence-length", type=int)
     export.add_argument("--version", type=int, help="default: one more than the latest")
     export.add_argument("--labels", help="comma-separated label names, in label-id order")
-    export.add_argument("--pair", action="store_true", help="inputs are text + text_pair")
+    export.add_argument("--pair", action="store_true",
+                        help="inputs are text + text_pair (default: as the run was trained)")
     export.add_argument("--task", help="classifier, multiple_choice, backbone or features, "
                                        "for a plain Keras model")
     export.add_argument("--no-warmup", action="store_true",
