@@ -1,0 +1,253 @@
+"""BertSpanPreprocessor: (question, context) strings → SQuAD windows, as graph ops.
+
+`kbert.data.squad.squad_features` in the graph (same windows, ids, character offsets,
+max-context flags and targets; its module docstring gives the algorithm, Google's
+run_squad.py), so training (tf.data), a Keras model and an exported SavedModel share it.
+
+No Python loop over examples: the windows of a context of n sub-tokens after a question of q
+(cut to `max_query_length`) have a closed form. With room = sequence_length - q - 3 and
+step = min(room, doc_stride), there are 1 + ceil(max(n - room, 0) / step) windows, window k
+starting at k·step and holding min(n - k·step, room) tokens. A token's "max context" window is
+found with segment ops over every (window, token) pair, scored in float64 exactly as numpy does
+so that ties break the same way (first window wins).
+
+Each input row gives one or more windows, so the outputs have W ≥ batch rows and
+`example_index` says which input row a window came from.
+"""
+
+import keras
+import tensorflow as tf
+
+from kbert.data.squad import check_lengths
+from kbert.text.datasets import batched_dataset
+from kbert.text.tokenizer import BertTokenizer
+from kbert.text.trim import trim_to_longest
+
+INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
+WINDOW_KEYS = INPUT_KEYS + ("token_start", "token_end", "max_context")
+TARGET_KEYS = ("start_positions", "end_positions", "answer_in_window", "unmappable")
+
+
+def window_plan(context_lengths, question_lengths, sequence_length, doc_stride):
+    """(example, begin, length) int64 [W]: every window's input row, first context token and
+    token count, from the int64 [batch] sub-token counts (questions already cut)."""
+    room = sequence_length - question_lengths - 3
+    step = tf.minimum(room, doc_stride)
+    count = 1 + (tf.maximum(context_lengths - room, 0) + step - 1) // step
+    example = tf.repeat(tf.range(tf.size(count, out_type=tf.int64)), count)
+    begin = tf.ragged.range(count).flat_values * tf.gather(step, example)
+    length = tf.minimum(tf.gather(context_lengths, example) - begin, tf.gather(room, example))
+    return example, begin, length
+
+
+def max_context_flags(example, begin, length, context_lengths):
+    """(positions, flags): the context tokens of each window (ragged int64 [W, None], indices
+    into its context) and whether the window is the token's max-context one (bool, same shape).
+    Score min(left, right) + 0.01·length, in float64 as numpy does; ties → the first window."""
+    positions = tf.ragged.range(begin, begin + length)
+    window = positions.value_rowids()
+    p = positions.flat_values
+    b, n = tf.gather(begin, window), tf.gather(length, window)
+    score = tf.cast(tf.minimum(p - b, b + n - 1 - p), tf.float64) + 0.01 * tf.cast(n, tf.float64)
+    # One segment per (input row, context token): rows sharing a context differ in windows.
+    token = tf.gather(tf.cumsum(context_lengths, exclusive=True), tf.gather(example, window)) + p
+    tokens = tf.reduce_sum(context_lengths)
+    best = tf.math.unsorted_segment_max(score, token, tokens)
+    ties = tf.where(tf.equal(score, tf.gather(best, token)), window, tf.int64.max)
+    first = tf.math.unsorted_segment_min(ties, token, tokens)
+    return positions, positions.with_flat_values(tf.equal(tf.gather(first, token), window))
+
+
+def answer_tokens(starts, ends, answer_starts, answer_ends):
+    """(first, last) int64 [batch]: the first and last sub-token overlapping each answer's
+    [start, end) characters, -1 when there is no answer (start < 0) or it covers no token."""
+    row = starts.value_rowids()
+    index = tf.ragged.range(starts.row_lengths()).flat_values
+    as64 = lambda t: tf.cast(t.flat_values, tf.int64)
+    covered = ((as64(ends) > tf.gather(answer_starts, row))
+               & (as64(starts) < tf.gather(answer_ends, row))
+               & tf.gather(answer_starts >= 0, row))
+    rows = starts.nrows()
+    first = tf.math.unsorted_segment_min(tf.where(covered, index, tf.int64.max), row, rows)
+    last = tf.math.unsorted_segment_max(tf.where(covered, index, -1), row, rows)
+    found = last >= 0
+    return tf.where(found, first, -1), tf.where(found, last, -1)
+
+
+def _strings(x, what):
+    x = tf.convert_to_tensor(x)
+    if x.dtype != tf.string:
+        raise TypeError(f"BertSpanPreprocessor expects {what} as strings, got dtype "
+                        f"{x.dtype.name}.")
+    if x.shape.rank == 2 and x.shape[-1] == 1:  # keras.Input(shape=(1,))
+        x = tf.squeeze(x, -1)
+    if x.shape.rank == 0:
+        x = x[tf.newaxis]
+    if x.shape.rank != 1:
+        raise ValueError(f"BertSpanPreprocessor expects {what} of shape [batch], got {x.shape}.")
+    return x
+
+
+def _answer_chars(x, what, rows):
+    x = tf.convert_to_tensor(x)
+    if not (x.dtype.is_integer and x.dtype != tf.uint8):
+        raise TypeError(f"BertSpanPreprocessor expects {what} as integers (characters, -1 for "
+                        f"no answer), got dtype {x.dtype.name}.")
+    x = tf.reshape(tf.cast(x, tf.int64), [-1])
+    check = tf.debugging.assert_equal(tf.size(x, out_type=tf.int64), rows,
+                                      message=f"{what} needs one entry per question")
+    with tf.control_dependencies([check]):
+        return tf.identity(x)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertSpanPreprocessor(keras.layers.Layer):
+    """Questions and contexts (string [batch]), optionally answer character spans (int
+    [batch], [start, end) in code points, -1 = no answer) → a dict of windows, W rows:
+    int32 [W, sequence_length] `token_ids`, `segment_ids`, `padding_mask`, `token_start`,
+    `token_end` (each context token's characters in its context, -1 elsewhere),
+    `max_context` (1 where this window is the token's best), int32 [W] `example_index`; with
+    answers also int32 [W] `start_positions`, `end_positions` (0 = [CLS]),
+    `answer_in_window` and `unmappable` (1 for every window of a row whose answer covers no
+    sub-token: train without those, as `kbert.data.squad.training_features` does).
+
+    Args:
+      tokenizer: a `BertTokenizer`.
+      sequence_length, doc_stride, max_query_length: as in `squad_features`.
+    """
+
+    def __init__(self, tokenizer, sequence_length=384, doc_stride=128, max_query_length=64,
+                 **kwargs):
+        kwargs.setdefault("trainable", False)
+        kwargs.setdefault("dtype", "int32")
+        super().__init__(**kwargs)
+        if isinstance(tokenizer, dict):
+            tokenizer = keras.saving.deserialize_keras_object(tokenizer)
+        if not isinstance(tokenizer, BertTokenizer):
+            raise TypeError(f"BertSpanPreprocessor needs a BertTokenizer, got "
+                            f"{type(tokenizer)}.")
+        check_lengths(int(sequence_length), int(max_query_length), int(doc_stride))
+        self.tokenizer = tokenizer
+        self.sequence_length = int(sequence_length)
+        self.doc_stride = int(doc_stride)
+        self.max_query_length = int(max_query_length)
+
+    def build(self, *shapes, **kwargs):
+        self.built = True  # no weights; the tokenizer's tables exist from its constructor
+
+    def call(self, questions, contexts, answer_starts=None, answer_ends=None):
+        if (answer_starts is None) != (answer_ends is None):
+            raise ValueError("Give both answer_starts and answer_ends, or neither.")
+        questions, contexts = _strings(questions, "questions"), _strings(contexts, "contexts")
+        rows = tf.size(contexts, out_type=tf.int64)
+        check = tf.debugging.assert_equal(tf.size(questions, out_type=tf.int64), rows,
+                                          message="questions and contexts differ in number")
+        with tf.control_dependencies([check]):
+            questions = tf.identity(questions)
+        question_ids = self.tokenizer(questions)[:, :self.max_query_length]
+        # Rows often share a context (SQuAD: ~5 questions each): tokenize each one once.
+        unique, which = tf.unique(contexts, out_idx=tf.int64)
+        ids, starts, ends = self.tokenizer.tokenize_with_offsets(unique, "char")
+        ids, starts, ends = (tf.gather(t, which) for t in (ids, starts, ends))
+        n, q = ids.row_lengths(), question_ids.row_lengths()
+        example, begin, length = window_plan(n, q, self.sequence_length, self.doc_stride)
+        positions, is_max = max_context_flags(example, begin, length, n)
+        at = (tf.gather(ids.row_splits, tf.gather(example, positions.value_rowids()))
+              + positions.flat_values)  # the flat index of each window token in `ids`
+        window = lambda t, dtype=tf.int32: positions.with_flat_values(
+            tf.cast(tf.gather(t.flat_values, at), dtype))
+        out = self._pack(tf.gather(question_ids, example), window(ids), window(starts),
+                         window(ends), tf.cast(is_max, tf.int32))
+        out["example_index"] = tf.cast(example, tf.int32)
+        if answer_starts is not None:
+            answer = (_answer_chars(answer_starts, "answer_starts", rows),
+                      _answer_chars(answer_ends, "answer_ends", rows))
+            first, last = answer_tokens(starts, ends, *answer)
+            out.update(self._targets(example, begin, length, tf.gather(q, example) + 2,
+                                     first, last, answer[0] >= 0))
+        return out
+
+    def _pack(self, question, context, starts, ends, is_max):
+        """[CLS] question [SEP] window [SEP], padded to sequence_length, + the window columns."""
+        rows = context.nrows()
+        shape = [None, self.sequence_length]
+
+        def join(head, q, middle, c, tail, pad):
+            edge = lambda v: tf.fill(tf.stack([rows, 1]), tf.constant(v, tf.int32))
+            return tf.concat([edge(head), q, edge(middle), c, edge(tail)], axis=1).to_tensor(
+                pad, shape=shape)
+
+        q0, c0 = tf.zeros_like(question, tf.int32), tf.zeros_like(context, tf.int32)
+        cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        return {"token_ids": join(cls, tf.cast(question, tf.int32), sep, context, sep,
+                                  self.tokenizer.pad_token_id),
+                "segment_ids": join(0, q0, 0, c0 + 1, 1, 0),
+                "padding_mask": join(1, q0 + 1, 1, c0 + 1, 1, 0),
+                "token_start": join(-1, q0 - 1, -1, starts, -1, -1),
+                "token_end": join(-1, q0 - 1, -1, ends, -1, -1),
+                "max_context": join(0, q0, 0, is_max, 0, 0)}
+
+    @staticmethod
+    def _targets(example, begin, length, offset, first, last, has_answer):
+        first, last = tf.gather(first, example), tf.gather(last, example)
+        inside = (first >= 0) & (begin <= first) & (last < begin + length)
+        as_int = lambda t: tf.cast(t, tf.int32)
+        return {"start_positions": as_int(tf.where(inside, first - begin + offset, 0)),
+                "end_positions": as_int(tf.where(inside, last - begin + offset, 0)),
+                "answer_in_window": as_int(inside),
+                "unmappable": as_int(tf.gather(has_answer, example) & (first < 0))}
+
+    def dataset(self, x, y=None, sample_weight=None, batch_size=32, shuffle=False, seed=None,
+                pad_to_multiple_of=1):
+        """tf.data of window batches from `x = (questions, contexts)` (lists or tensors) and
+        optionally `y = (answer_starts, answer_ends)` (characters, -1 = no answer): `inputs`
+        (the three model inputs) or `(inputs, {"start_logits": start positions,
+        "end_logits": end positions})`, re-batched to `batch_size` windows and each batch cut
+        to its longest row. Windows of answers that cover no sub-token are left out. A
+        `tf.data.Dataset` `x` is taken as batches of raw `((questions, contexts), y)` or
+        `(questions, contexts)`."""
+        if sample_weight is not None:
+            raise ValueError("BertSpanPreprocessor.dataset takes no sample_weight: examples "
+                             "become a varying number of windows.")
+        if y is not None:
+            y = tuple(tf.constant(v, tf.int32) for v in y)
+
+        def windows(*parts):
+            x, y = (parts[0], parts[1] if len(parts) > 1 else None) \
+                if isinstance(parts[0], tuple) else (parts, None)
+            out = self(x[0], x[1], *(y if y is not None else ()))
+            inputs = {k: out[k] for k in INPUT_KEYS}
+            if y is None:
+                return inputs
+            keep = tf.equal(out["unmappable"], 0)
+            labels = {"start_logits": out["start_positions"], "end_logits": out["end_positions"]}
+            return tf.nest.map_structure(lambda t: tf.boolean_mask(t, keep), (inputs, labels))
+
+        raw = batched_dataset(x, y, None, lambda *parts: parts, batch_size, shuffle, seed)
+        batches = raw.map(windows, num_parallel_calls=tf.data.AUTOTUNE).unbatch().batch(
+            batch_size)
+        cut = lambda inputs, *rest: (trim_to_longest(inputs, pad_to_multiple_of),) + rest
+        if not isinstance(batches.element_spec, tuple):
+            cut = lambda inputs: trim_to_longest(inputs, pad_to_multiple_of)
+        batches = batches.map(cut, num_parallel_calls=tf.data.AUTOTUNE)
+        return batches.prefetch(tf.data.AUTOTUNE)
+
+    def compute_output_spec(self, questions, contexts, answer_starts=None, answer_ends=None):
+        spec = {k: keras.KerasTensor((None, self.sequence_length), dtype="int32")
+                for k in WINDOW_KEYS}
+        keys = ("example_index",) + (TARGET_KEYS if answer_starts is not None else ())
+        spec.update({k: keras.KerasTensor((None,), dtype="int32") for k in keys})
+        return spec
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
+                       "sequence_length": self.sequence_length, "doc_stride": self.doc_stride,
+                       "max_query_length": self.max_query_length})
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
+        return cls(**config)
