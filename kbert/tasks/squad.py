@@ -86,14 +86,17 @@ class SquadTask(TaskSpec):
         return dataset.map(lambda x, y: (trim_to_longest(x, pad_to_multiple_of), y),
                            num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
-    def answers(self, model, examples, batch_size=64):
-        """(predictions, details) as `kbert.data.squad.decode_answers` gives them."""
+    def answers(self, model, examples, batch_size=64, null_threshold=None):
+        """(features, (predictions, details)) as `kbert.data.squad.decode_answers` gives
+        them; `null_threshold` overrides the run's."""
         from kbert.data.squad import decode_answers, predict_logits
 
         features = self.windows(model, examples)
         start, end = predict_logits(model, features, batch_size)
+        decoding = {**{k: self.options[k] for k in DECODING},
+                    **({} if null_threshold is None else {"null_threshold": null_threshold})}
         return features, decode_answers(examples, features, start, end, self.version,
-                                        *(self.options[k] for k in DECODING))
+                                        **decoding)
 
     def evaluate(self, model, examples, batch_size=64):
         from kbert.data.squad import references
@@ -113,8 +116,9 @@ class SquadTask(TaskSpec):
         metrics["features"] = int(len(features["token_ids"]))
         return metrics, predictions
 
-    def predict(self, model, question=None, context=None, **unused):
-        """The answer text, its character span in the context, and its score."""
+    def predict(self, model, question=None, context=None, null_threshold=None, **unused):
+        """The answer text, its character span in the context, and its score (v2.0: "" and
+        -1 when the null score beats it by more than the threshold)."""
         from kbert.data.squad import SquadExample
 
         if question is None or context is None:
@@ -128,7 +132,7 @@ class SquadTask(TaskSpec):
                 raise ValueError(f"Question and context {n} must not be empty.")
         examples = [SquadExample(str(n), q, c) for n, (q, c) in
                     enumerate(zip(questions, contexts))]
-        _, (_, details) = self.answers(model, examples)
+        _, (_, details) = self.answers(model, examples, null_threshold=null_threshold)
         answers = [{"answer": d["text"], "start": d["start"], "end": d["end"],
                     "score": d["score"], "null_score_diff": d["null_score_diff"]}
                    for d in (details[e.id] for e in examples)]

@@ -1,3 +1,6 @@
+"""SQuAD and CoNLL through the one fine-tuning driver: training, the run directory, evaluate
+and predict (in this process and in a new one)."""
+
 import json
 import subprocess
 import sys
@@ -8,15 +11,9 @@ import pytest
 from kbert.data.conll import read_conll
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.models.token_classifier import BertTokenClassifier
-from kbert.training.finetune_spans import (
-    evaluate_span_run,
-    finetune_conll,
-    finetune_squad,
-    finetune_task,
-    predict_from_dir,
-    split_words,
-    squad_splits,
-)
+from kbert.runs import RunDirectory
+from kbert.tasks.squad import _squad_splits as squad_splits
+from kbert.training.finetune import evaluate_run, finetune, predict_run
 from tests.spans.helpers import squad_json
 from tests.spans.test_squad_data import CONTEXT
 
@@ -42,51 +39,55 @@ def _common(tmp_path, name):
 @pytest.mark.slow
 def test_finetune_squad_v1_writes_metrics_logs_model_and_predicts(tmp_path):
     data = _squad_dir(tmp_path)
-    metrics = finetune_squad("1.1", data_dir=data, sequence_length=48, doc_stride=16,
-                             max_query_length=12, **_common(tmp_path, "run"))
+    metrics = finetune("squad", data_dir=data, sequence_length=48,
+                       task_options={"doc_stride": 16, "max_query_length": 12},
+                       **_common(tmp_path, "run"))
     run = tmp_path / "run"
     assert json.loads((run / "metrics.json").read_text()) == json.loads(json.dumps(metrics))
     assert 0 <= metrics["exact_match"] <= metrics["f1"] <= 100
     assert metrics["total"] == 6 and metrics["eval_split"] == "dev"
-    assert metrics["sizes"]["train_features"] > 6  # windows
+    assert metrics["features"] > 6  # windows
     assert list((run / "logs").rglob("events.out.tfevents.*"))
     assert isinstance(keras.saving.load_model(run / "model.keras"), BertSpanLabeler)
-    assert set(json.loads((run / "predictions.json").read_text())) == {
+    info = RunDirectory.open(run).info
+    assert info["task_options"]["doc_stride"] == 16 and info["settings"]["sequence_length"] == 48
+    assert set(json.loads((run / "predictions.json").read_text())["dev"]) == {
         "p0", "p1", "p2", "p3", "l0", "l1"}
-    answer = predict_from_dir(run, question="Where was Peter Smith born?", context=CONTEXT)
+    answer = predict_run(run, question="Where was Peter Smith born?", context=CONTEXT)
     assert answer["answer"] and CONTEXT[answer["start"]:answer["end"]] == answer["answer"]
     with pytest.raises(ValueError, match="question and context"):
-        predict_from_dir(run, text="Peter")
+        predict_run(run, text="Peter")
     # a fresh process (nothing imported yet) loads the run too
-    code = ("import sys; from kbert.training.finetune_spans import predict_from_dir; "
-            "print(predict_from_dir(sys.argv[1], question='Who?', context='Peter went.')"
+    code = ("import sys; from kbert.training.finetune import predict_run; "
+            "print(predict_run(sys.argv[1], question='Who?', context='Peter went.')"
             "['answer'])")
     done = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] in "Peter went."
-    with pytest.raises(ValueError, match="Context 0 is empty"):
-        predict_from_dir(run, question="Who?", context=" ")
+    with pytest.raises(ValueError, match="context 0 must not be empty"):
+        predict_run(run, question="Who?", context=" ")
 
 
 @pytest.mark.slow
 def test_finetune_squad2_from_v1_with_unanswerable_questions(tmp_path):
     data = _squad_dir(tmp_path)
-    splits = squad_splits("2.0", data)
+    splits = squad_splits("2.0", data, 0.5)
     assert len(splits["dev"]) == 9 and sum(e.is_impossible for e in splits["dev"]) == 3
     assert all(e.context != CONTEXT for e in splits["dev"]
                if e.is_impossible and e.title == "London" and e.id.startswith("p"))
-    metrics = finetune_task("squad2", data_dir=data, sequence_length=64, max_query_length=12,
-                            mode=None, **_common(tmp_path, "run2"))
-    assert metrics["version"] == "2.0" and metrics["task"] == "squad2"
+    metrics = finetune("squad2", data_dir=data, sequence_length=64,
+                       task_options={"max_query_length": 12}, **_common(tmp_path, "run2"))
+    assert RunDirectory.open(tmp_path / "run2").info["version"] == "2.0"
+    assert metrics["task"] == "squad2"
     assert metrics["no_answer_total"] == 3 and metrics["has_answer_total"] == 6
     assert "best_f1_threshold" in metrics and metrics["best_f1"] >= metrics["f1"] - 1e-9
     # a threshold above every diff answers everything; below every diff abstains
-    answer = predict_from_dir(tmp_path / "run2", question="Where was Peter Smith born?",
-                              context=CONTEXT, null_threshold=-1e9)
+    answer = predict_run(tmp_path / "run2", question="Where was Peter Smith born?",
+                         context=CONTEXT, null_threshold=-1e9)
     assert answer["answer"] == "" and answer["start"] == -1
-    answer = predict_from_dir(tmp_path / "run2", question="Where was Peter Smith born?",
-                              context=CONTEXT, null_threshold=1e9)
+    answer = predict_run(tmp_path / "run2", question="Where was Peter Smith born?",
+                         context=CONTEXT, null_threshold=1e9)
     assert answer["answer"] and CONTEXT[answer["start"]:answer["end"]] == answer["answer"]
 
 
@@ -105,38 +106,34 @@ def _conll_dir(tmp_path):
 def test_finetune_conll_writes_entity_scores_and_tags_raw_text(tmp_path, mode):
     data = _conll_dir(tmp_path)
     assert read_conll(data / "train.txt")[1] == "iob1"
-    metrics = finetune_conll(data_dir=data, mode=mode, sequence_length=32,
-                             **_common(tmp_path, mode))
+    metrics = finetune("conll", data_dir=data, mode=mode, sequence_length=32,
+                       **_common(tmp_path, mode))
     run = tmp_path / mode
     assert json.loads((run / "metrics.json").read_text()) == json.loads(json.dumps(metrics))
     for split in ("dev", "test"):
         assert {"precision", "recall", "f1", "per_type"} <= set(metrics[split])
     assert metrics["f1"] == metrics["test"]["f1"] and metrics["test"]["gold"] == 12
-    assert metrics["label_names"][0] == "O" and len(metrics["label_names"]) == 9
+    label_names = RunDirectory.open(run).info["label_names"]
+    assert label_names[0] == "O" and len(label_names) == 9
     if mode == "feature":
         assert metrics["sizes"]["trainable_parameters"] < metrics["sizes"]["parameters"] / 10
     model = keras.saving.load_model(run / "model.keras")
     assert isinstance(model, BertTokenClassifier) and model.is_feature_based == (mode == "feature")
     text = "Peter Smith visited Paris, and John lives in Berlin."
-    entities = predict_from_dir(run, text=text)
+    entities = predict_run(run, text=text)
     for entity in entities:
         assert text[entity["start"]:entity["end"]] == entity["text"]
         assert entity["type"] in {"PER", "LOC", "ORG", "MISC"}
-    assert predict_from_dir(run, text=["", text])[0] == []
+    assert predict_run(run, text=["", text])[0] == []
     if mode == "finetune":
-        scores = evaluate_span_run(run, "dev", data_dir=data)
+        scores = evaluate_run(run, split="dev", data_dir=data)
         assert scores["examples"] == 6 and scores["f1"] == pytest.approx(metrics["dev"]["f1"])
 
 
-def test_split_words_keeps_character_spans():
-    text = "U.S. envoy Jean-Pierre's visit, 1996-08-22."
-    words, spans = split_words(text)
-    assert words == ["U.S", ".", "envoy", "Jean-Pierre's", "visit", ",", "1996-08-22", "."]
-    assert [text[s:e] for s, e in spans] == words
-
-
 def test_unknown_task_is_rejected(tmp_path):
-    with pytest.raises(ValueError, match="squad, squad2, conll"):
-        finetune_task("swag", output_dir=tmp_path)
+    with pytest.raises(ValueError, match="Unknown task 'swag'"):
+        finetune("swag", output_dir=tmp_path)
     with pytest.raises(ValueError, match="version"):
-        finetune_squad("3.0", output_dir=tmp_path)
+        from kbert.tasks.squad import SquadTask
+
+        SquadTask("3.0")
