@@ -75,8 +75,12 @@ class BertConfig:
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "BertConfig":
+        """The config of a size preset (`PRESETS`). Pretrained checkpoints and every other name
+        kbert builds from are in the one registry, `kbert.presets`."""
         if name not in PRESETS:
-            raise ConfigError(f"Unknown preset {name!r}; choose one of: {', '.join(PRESETS)}.")
+            raise ConfigError(f"Unknown size preset {name!r}; choose one of: "
+                              f"{', '.join(PRESETS)} (checkpoints and weights presets: "
+                              f"kbert.presets.load_backbone_and_tokenizer).")
         return dataclasses.replace(PRESETS[name], **overrides)
 
     def to_dict(self) -> dict:

@@ -1,28 +1,167 @@
-"""Named pretrained checkpoints that kbert can fetch itself (see `kbert.data.sources`)."""
+"""The one registry of the names kbert builds a model from, and the one function that builds it.
 
+A name is one of:
+  * a size preset ("tiny" ... "large", `kbert.config.PRESETS`): that shape, random weights, and
+    the uncased BERT vocabulary (the standard 30,522 tokens, as MiniLM ships them);
+  * a weights preset (`WEIGHT_PRESETS`): a checkpoint kbert fetches itself (`kbert.data.sources`),
+    with its weights, vocabulary and casing;
+  * a checkpoint: a Hugging Face, original Google or keras-hub directory, or a Google prefix;
+  * "random:<any of these>": that model's shape, vocabulary and casing, random weights (the
+    from-scratch baseline of the same model);
+  * a `BertConfig`: that shape, random weights, the uncased BERT vocabulary.
+
+`resolve_preset` turns a name into a `Preset` once; `load_backbone_and_tokenizer` builds the
+pair from it. The registry builds models, tokenizers and fetches files, so it sits above
+models, text, convert and data; below it only the `from_pretrained` entry points import it,
+lazily (see tests/test_layering.py).
+"""
+
+import dataclasses
+import functools
 import os
 import pathlib
 
+from kbert import convert
+from kbert.config import PRESETS, BertConfig
 from kbert.data import sources
+from kbert.models.backbone import BertBackbone
+from kbert.text.tokenizer import BertTokenizer, casing_from_checkpoint
 
-# preset name → artifact holding a Hugging Face BERT directory
 WEIGHT_PRESETS = {
-    "minilm_l6_h384_uncased": "minilm",
+    "minilm_l6_h384_uncased": "minilm",  # preset name → artifact holding a HF BERT directory
 }
+DEFAULT_VOCABULARY = "minilm_l6_h384_uncased"
+"""Whose vocab.txt a size preset or a bare `BertConfig` uses: BERT's uncased 30,522 tokens."""
+RANDOM_PREFIX = "random:"
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """What a name means. `checkpoint` is where the shape, weights and vocabulary come from
+    (None for a size preset or a `BertConfig`, whose `size` it is); `load_weights` is False for
+    random weights. The checkpoint's config and casing are read on first use, so a directory
+    that holds only a vocabulary still serves a tokenizer."""
+
+    name: str
+    kind: str  # "size", "config", "weights" (a fetched checkpoint) or "checkpoint"
+    checkpoint: pathlib.Path = None
+    size: BertConfig = None
+    load_weights: bool = False
+
+    @functools.cached_property
+    def config(self) -> BertConfig:
+        return self.size if self.checkpoint is None else convert.read_config(self.checkpoint)
+
+    @property
+    def directory(self) -> pathlib.Path:
+        """The folder holding vocab.txt and the casing files."""
+        if self.checkpoint is None:
+            return resolve(DEFAULT_VOCABULARY)
+        return self.checkpoint if self.checkpoint.is_dir() else self.checkpoint.parent
+
+    @property
+    def vocabulary(self) -> pathlib.Path:
+        return self.directory / "vocab.txt"
+
+    @property
+    def lowercase(self) -> bool:
+        return True if self.checkpoint is None else casing_from_checkpoint(self.directory)
+
+
+def _choices() -> str:
+    return (f"size presets: {', '.join(PRESETS)}; weights presets: {', '.join(WEIGHT_PRESETS)}; "
+            f"or a checkpoint directory, or {RANDOM_PREFIX}<any of these> for random weights")
+
+
+def _no_weights(name) -> str:
+    if name in PRESETS:
+        return (f"{name!r} is a size preset without weights: build it with "
+                f"BertBackbone(BertConfig.preset({name!r})), or with random weights and BERT's "
+                f"vocabulary by kbert.presets.load_backbone_and_tokenizer({name!r}).")
+    return (f"{name!r} means random weights; build it with "
+            f"kbert.presets.load_backbone_and_tokenizer({name!r}).")
 
 
 def resolve(path_or_preset) -> pathlib.Path:
-    """The local directory for a checkpoint path or a weights preset name."""
+    """The local checkpoint directory (or Google prefix) of a weights preset or a path."""
     if isinstance(path_or_preset, str) and path_or_preset in WEIGHT_PRESETS:
         return sources.fetch(WEIGHT_PRESETS[path_or_preset])
     path = pathlib.Path(os.fspath(path_or_preset)).expanduser()
-    if not path.exists():
-        from kbert.config import PRESETS
+    if path.exists() or pathlib.Path(f"{path}.index").is_file():
+        return path
+    if path_or_preset in PRESETS:
+        raise FileNotFoundError(_no_weights(path_or_preset))
+    raise FileNotFoundError(f"No checkpoint at {path} and no preset named {path_or_preset!r}; "
+                            f"{_choices()}.")
 
-        hint = (f" {path_or_preset!r} is a size preset without weights: build it with "
-                f"BertBackbone(BertConfig.preset({path_or_preset!r}))."
-                if path_or_preset in PRESETS else "")
-        raise FileNotFoundError(
-            f"No checkpoint at {path} and no weights preset of that name.{hint} Weights "
-            f"presets: {', '.join(WEIGHT_PRESETS)}.")
-    return path
+
+def resolve_preset(name) -> Preset:
+    """The `Preset` a name (see the module docstring) stands for."""
+    if isinstance(name, Preset):
+        return name
+    if isinstance(name, BertConfig):
+        return Preset(name="config", kind="config", size=name)
+    if isinstance(name, str) and name.startswith(RANDOM_PREFIX):
+        inner = resolve_preset(name[len(RANDOM_PREFIX):])
+        return dataclasses.replace(inner, name=name, load_weights=False)
+    if isinstance(name, str) and name in PRESETS:
+        return Preset(name=name, kind="size", size=PRESETS[name])
+    if not isinstance(name, (str, os.PathLike)):
+        raise TypeError(f"A preset name is a string, a path or a BertConfig, not "
+                        f"{type(name).__name__}; {_choices()}.")
+    kind = "weights" if name in WEIGHT_PRESETS else "checkpoint"
+    return Preset(name=os.fspath(name), kind=kind, checkpoint=resolve(name), load_weights=True)
+
+
+def load_backbone(name, cls=BertBackbone, allow_pickle=False, require_weights=False, **kwargs):
+    """`cls` (a `BertBackbone`) for `name`, built with `kwargs` (dtype, causal, ...), holding
+    the checkpoint's weights unless the name means random weights; with `require_weights`
+    such a name is an error (`BertBackbone.from_pretrained`)."""
+    preset = resolve_preset(name)
+    if preset.load_weights:
+        return convert.load_backbone(cls, preset.checkpoint, allow_pickle=allow_pickle, **kwargs)
+    if require_weights:
+        raise FileNotFoundError(_no_weights(preset.name))
+    return cls(preset.config, **kwargs)
+
+
+def load_tokenizer(name, cls=BertTokenizer, lowercase=None, **kwargs):
+    """`cls` (a `BertTokenizer`) on the vocabulary of `name`; casing per
+    `casing_from_checkpoint` unless `lowercase` is given."""
+    preset = resolve_preset(name)
+    lowercase = preset.lowercase if lowercase is None else lowercase
+    return cls(vocabulary=preset.vocabulary, lowercase=lowercase, **kwargs)
+
+
+def load_backbone_and_tokenizer(name, dtype=None, vocabulary=None, allow_pickle=False,
+                                **backbone_kwargs):
+    """(backbone, tokenizer) for a name (see the module docstring), the backbone computing under
+    the Keras dtype policy `dtype`; `backbone_kwargs` (e.g. `causal=True`) go to its
+    constructor.
+
+    `vocabulary` (a vocab.txt path, a token list, or a `BertTokenizer`) replaces the name's
+    vocabulary for random weights: a size preset takes its `vocab_size` from it; any other
+    name must already have that size. A pretrained checkpoint keeps its own vocabulary.
+    """
+    preset = resolve_preset(name)
+    if vocabulary is None:
+        tokenizer = load_tokenizer(preset)
+    elif preset.load_weights:
+        raise ValueError(f"{preset.name!r} is pretrained with its own vocabulary; a "
+                         f"`vocabulary` goes with random weights only.")
+    else:
+        tokenizer = vocabulary if isinstance(vocabulary, BertTokenizer) else BertTokenizer(
+            vocabulary=vocabulary, lowercase=True)
+        size = tokenizer.vocabulary_size()
+        if preset.kind == "size":
+            preset = dataclasses.replace(preset, size=dataclasses.replace(
+                preset.size, vocab_size=size))
+        elif preset.config.vocab_size != size:
+            raise ValueError(f"{preset.name!r} has vocab_size {preset.config.vocab_size}; the "
+                             f"vocabulary has {size} tokens.")
+    backbone = load_backbone(preset, dtype=dtype, allow_pickle=allow_pickle, **backbone_kwargs)
+    if tokenizer.vocabulary_size() > backbone.config.vocab_size:
+        raise ValueError(f"{preset.name!r}: the vocabulary has {tokenizer.vocabulary_size()} "
+                         f"tokens, more than the model's vocab_size "
+                         f"({backbone.config.vocab_size}).")
+    return backbone, tokenizer

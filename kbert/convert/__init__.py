@@ -46,14 +46,33 @@ def read_checkpoint(path, allow_pickle=False):
     return read_hf_checkpoint(path, allow_pickle=allow_pickle)
 
 
-def load_backbone(path_or_preset, allow_pickle=False, **kwargs):
-    """A `BertBackbone` built from a checkpoint's config, holding its weights."""
-    from kbert.models.backbone import BertBackbone
-    from kbert.presets import resolve
+def read_config(path):
+    """The `BertConfig` of a checkpoint, without reading its weights (keras-hub presets excepted:
+    their config comes from the loaded backbone)."""
+    from kbert.config import BertConfig, ConfigError
 
-    path = resolve(path_or_preset)
+    path = pathlib.Path(path)
+    fmt = detect_format(path)
+    if fmt == "keras_hub":
+        return read_checkpoint(path)[0]
+    directory = path if path.is_dir() else path.parent
+    try:
+        if fmt == "google":
+            return BertConfig.from_google_config(directory / "bert_config.json")
+        return BertConfig.from_hf_config(directory / "config.json")
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: {e}") from None
+
+
+def load_backbone(cls, path, allow_pickle=False, **kwargs):
+    """`cls(config, **kwargs)` built from the checkpoint at `path`, holding its weights.
+
+    The caller names the class (keras-hub's habit), so this format reader never imports the
+    model code; `cls` needs a `BertBackbone`'s constructor and layer names. Names such as
+    "minilm_l6_h384_uncased" are resolved a floor up, by `kbert.presets`.
+    """
     config, weights = read_checkpoint(path, allow_pickle=allow_pickle)
-    backbone = BertBackbone(config, **kwargs)
+    backbone = cls(config, **kwargs)
     set_backbone_weights(backbone, weights, source=str(path))
     return backbone
 
@@ -72,6 +91,8 @@ def save_google(model, path, vocab_file=None, overwrite=False):
 
 
 def _config_and_weights(model):
+    """Duck-typed: a backbone, or a pretrainer (anything with `backbone`, `mlm_head` and
+    `nsp_head`), so this module needs no model class."""
     from kbert.convert.mapping import head_slots, read_slots
 
     backbone = getattr(model, "backbone", model)
@@ -82,7 +103,7 @@ def _config_and_weights(model):
 
 
 __all__ = [
-    "CheckpointError", "detect_format", "read_checkpoint", "load_backbone", "save_hf",
+    "CheckpointError", "detect_format", "read_checkpoint", "read_config", "load_backbone", "save_hf",
     "save_google", "read_hf_checkpoint", "write_hf_checkpoint", "read_google_checkpoint",
     "write_google_checkpoint", "get_backbone_weights", "set_backbone_weights",
 ]

@@ -116,7 +116,9 @@ class BertBackbone(keras.Model):
         `kwargs` (e.g. `output_hidden_states`, `dtype`) go to the constructor. Pickled PyTorch
         files are refused unless `allow_pickle=True`: unpickling runs arbitrary code.
         """
-        from kbert.convert import load_backbone
+        # The registry sits above models (it builds them from checkpoints): a lazy import, one
+        # of the entry points tests/test_layering.py allows.
+        from kbert import presets
 
-        return load_backbone(path_or_preset, allow_pickle=allow_pickle, **kwargs)
-
+        return presets.load_backbone(path_or_preset, cls=cls, allow_pickle=allow_pickle,
+                                     require_weights=True, **kwargs)

@@ -131,14 +131,13 @@ class BertTokenizer(keras.layers.Layer):
 
     @classmethod
     def from_pretrained(cls, path, lowercase=None, **kwargs):
-        """Reads `vocab.txt` from a checkpoint directory or a kbert weights preset; casing per
-        `casing_from_checkpoint`."""
-        from kbert.presets import resolve
+        """Reads `vocab.txt` from a checkpoint directory or a name of `kbert.presets`; casing
+        per `casing_from_checkpoint` unless `lowercase` is given."""
+        # The registry sits above text (it fetches and builds): a lazy import, one of the entry
+        # points tests/test_layering.py allows.
+        from kbert import presets
 
-        path = resolve(path)
-        if lowercase is None:
-            lowercase = casing_from_checkpoint(path)
-        return cls(vocabulary=path / "vocab.txt", lowercase=lowercase, **kwargs)
+        return presets.load_tokenizer(path, cls=cls, lowercase=lowercase, **kwargs)
 
     # --- vocabulary -------------------------------------------------------------------------
 

@@ -41,7 +41,6 @@ import time
 
 import numpy as np
 
-from kbert.config import PRESETS
 from kbert.training.precision import dtype_policy, needs_loss_scale
 
 OPTIMIZERS = ("adamw", "lamb")
@@ -53,29 +52,17 @@ def default_max_predictions(sequence_length, mask_rate=0.15):
 
 
 def _build(preset, init, config, vocabulary, dtype, causal=False):
-    """(backbone, tokenizer)."""
-    from kbert.config import BertConfig
-    from kbert.models.backbone import BertBackbone
-    from kbert.presets import resolve
-    from kbert.text import BertTokenizer
+    """(backbone, tokenizer): `init`'s weights, else a fresh `config` or `preset` (on
+    `vocabulary`, default BERT's uncased one); see `kbert.presets`."""
+    from kbert.presets import load_backbone_and_tokenizer, resolve_preset
 
-    if init:
-        path = resolve(init)
-        tokenizer = BertTokenizer.from_pretrained(path)
-        return BertBackbone.from_pretrained(path, dtype=dtype, causal=causal), tokenizer
-    if vocabulary is None:
-        tokenizer = BertTokenizer.from_pretrained(resolve("minilm_l6_h384_uncased"))
-    else:
-        tokenizer = vocabulary if isinstance(vocabulary, BertTokenizer) else BertTokenizer(
-            vocabulary=vocabulary, lowercase=True)
-    if config is None:
-        if preset not in PRESETS:
-            raise ValueError(f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.")
-        config = BertConfig.preset(preset, vocab_size=tokenizer.vocabulary_size())
-    if config.vocab_size != tokenizer.vocabulary_size():
-        raise ValueError(f"The config's vocab_size ({config.vocab_size}) differs from the "
-                         f"vocabulary's size ({tokenizer.vocabulary_size()}).")
-    return BertBackbone(config, dtype=dtype, causal=causal), tokenizer
+    if init and vocabulary is not None:
+        raise ValueError("`vocabulary` is for a fresh model; `init` brings its own.")
+    if not init and config is None and resolve_preset(preset).load_weights:
+        raise ValueError(f"preset {preset!r} has pretrained weights: pass it as `init`; "
+                         "`preset` names a fresh model's size.")
+    return load_backbone_and_tokenizer(init or config or preset, dtype=dtype,
+                                       vocabulary=vocabulary, causal=causal)
 
 
 def make_pretraining_optimizer(model, learning_rate, total_steps, optimizer="adamw",
