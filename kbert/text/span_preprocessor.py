@@ -127,6 +127,9 @@ class BertSpanPreprocessor(keras.layers.Layer):
             raise TypeError(f"BertSpanPreprocessor needs a BertTokenizer, got "
                             f"{type(tokenizer)}.")
         check_lengths(int(sequence_length), int(max_query_length), int(doc_stride))
+        # Keras would cast float answer positions to the layer's int32 dtype silently.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
         self.tokenizer = tokenizer
         self.sequence_length = int(sequence_length)
         self.doc_stride = int(doc_stride)
@@ -209,12 +212,14 @@ class BertSpanPreprocessor(keras.layers.Layer):
         if sample_weight is not None:
             raise ValueError("BertSpanPreprocessor.dataset takes no sample_weight: examples "
                              "become a varying number of windows.")
-        if y is not None:
-            y = tuple(tf.constant(v, tf.int32) for v in y)
+        if y is not None:  # one [batch, 2] tensor, which tf.data slices as one label
+            y = tf.stack([tf.constant(v, tf.int32) for v in y], axis=1)
 
         def windows(*parts):
             x, y = (parts[0], parts[1] if len(parts) > 1 else None) \
                 if isinstance(parts[0], tuple) else (parts, None)
+            if y is not None and not isinstance(y, tuple):
+                y = (y[:, 0], y[:, 1])
             out = self(x[0], x[1], *(y if y is not None else ()))
             inputs = {k: out[k] for k in INPUT_KEYS}
             if y is None:
