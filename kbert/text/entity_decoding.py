@@ -3,8 +3,8 @@
 The same results as `kbert.data.conll.decode_tags` (a word takes the argmax at its first
 sub-token; a word with no sub-token in the window is "O") followed by
 `kbert.evaluation.entities.entity_spans` (conlleval's chunk rules, which seqeval's default mode
-uses, malformed tag sequences included) and `kbert.training.finetune_conll.tag_entities`
-(entity = type, first and last word → character span in the text).
+uses, malformed tag sequences included) and the pre-redesign `tag_entities` (kept in
+`tests/spans/reference_conll.py`): entity = type, first and last word → character span.
 
 Why no loop: both chunk rules look only at a tag and the one before it, and a chunk emitted
 where the end rule fires at word i spans from the last word <= i-1 where the start rule fired

@@ -8,9 +8,9 @@ or before the sub-token's start; only a word's first sub-token carries its label
 `sequence_length - 2` sub-tokens; the words cut off have no first sub-token in the window
 (`word_index` never names them), which `kbert.text.entity_decoding` reads as "O".
 
-Raw text goes through `split_words` first (`kbert.text.word_split`), the graph form of
-`kbert.training.finetune_conll.split_words`. Unlike `conll_features`, a sentence with no words
-is not an error here (a served request may be empty): it packs to [CLS] [SEP].
+Raw text goes through `split_words` first (`kbert.text.word_split`). Unlike `conll_features`,
+a sentence with no words is not an error here (a served request may be empty): it packs to
+[CLS] [SEP].
 """
 
 import keras
@@ -68,6 +68,10 @@ class BertTokenPreprocessor(keras.layers.Layer):
         if int(sequence_length) < 3:
             raise ValueError(f"sequence_length must be at least 3 ([CLS] word [SEP]), got "
                              f"{sequence_length}.")
+        # Keras would cast float labels to the layer's int32 and refuse Python lists: take the
+        # inputs as given, so that `_ragged` can check them.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
         self.tokenizer = tokenizer
         self.sequence_length = int(sequence_length)
 
@@ -136,6 +140,45 @@ class BertTokenPreprocessor(keras.layers.Layer):
         picked = tf.where(is_first.flat_values, tf.gather(flat, at), 0)
         return {"labels": pack(word_index.with_flat_values(picked), 0, 0, 0),
                 "label_weights": pack(tf.cast(is_first, tf.float32), 0, 0, 0)}
+
+    def dataset(self, x, y=None, sample_weight=None, batch_size=32, shuffle=False, seed=None,
+                pad_to_multiple_of=1):
+        """tf.data of `(inputs, labels, label_weights)` batches (`inputs` only without `y`),
+        each cut to its longest row: what `BertTask.fit` / `predict` run on. `x`: word lists,
+        or raw strings (split by `split_words`), or a `tf.data.Dataset` of such raw batches
+        (with their labels); `y`: one label id per word. The weights are the first-sub-token
+        ones, so `sample_weight` is refused rather than silently replaced. Without `y` the
+        batches keep the full `sequence_length`, so that `predict`'s logits of all batches
+        concatenate and line up with this layer's `word_index`."""
+        from kbert.models.backbone import INPUT_KEYS  # text sits above models; lazy: no cycle
+        from kbert.text.datasets import batched_dataset
+        from kbert.text.trim import trim_to_longest
+
+        if sample_weight is not None:
+            raise ValueError("BertTokenPreprocessor.dataset weighs each word's first sub-token "
+                             "(label_weights); it takes no sample_weight.")
+        if isinstance(x, (list, tuple)):
+            texts = all(isinstance(v, (str, bytes)) for v in x)
+            x = tf.constant(list(x), tf.string) if texts else tf.ragged.constant(x, tf.string)
+        if y is not None and not isinstance(y, tf.RaggedTensor):
+            y = tf.ragged.constant(y, tf.int32)
+
+        def pack(x, *rest):
+            if not isinstance(x, tf.RaggedTensor) and x.shape.rank == 1:
+                x = split_words(x)[0]  # raw strings
+            features = self(x, *rest)
+            if not rest:
+                return ({k: features[k] for k in INPUT_KEYS},)
+            features = trim_to_longest(features, pad_to_multiple_of)
+            inputs = {k: features[k] for k in INPUT_KEYS}
+            return inputs, features["labels"], features["label_weights"]
+
+        if not isinstance(x, tf.data.Dataset):  # batched here: `batched_dataset` (numpy
+            x = tf.data.Dataset.from_tensor_slices(x if y is None else (x, y))  # y) takes no
+            if shuffle:  # ragged labels
+                x = x.shuffle(int(x.cardinality()), seed=seed, reshuffle_each_iteration=True)
+            x, y = x.batch(batch_size), None
+        return batched_dataset(x, y, None, pack, batch_size, shuffle, seed)
 
     def compute_output_spec(self, words, labels=None):
         shape = tuple(words.shape[:1]) + (self.sequence_length,)

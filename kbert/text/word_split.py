@@ -1,9 +1,9 @@
 """CoNLL-style word splitting of raw text as graph ops (`split_words`), for serving NER.
 
-The same words as `kbert.training.finetune_conll.split_words`, the regex
-`\\w+(?:[-'’.&]\\w+)*|[^\\w\\s]` (runs of word characters joined by inner hyphens, apostrophes,
-periods and ampersands, and single punctuation marks), with each word's [start, end) in
-characters of the original string.
+The same words as the pre-redesign `split_words` (kept in `tests/spans/reference_conll.py`),
+the regex `\\w+(?:[-'’.&]\\w+)*|[^\\w\\s]` (runs of word characters joined by inner hyphens,
+apostrophes, periods and ampersands, and single punctuation marks), with each word's
+[start, end) in characters of the original string.
 
 Why the character classes are spelled out: Python's `\\w` and `\\s` are Unicode (str.isalnum or
 "_"; str.isspace, which includes U+001C-U+001F, U+0085, U+00A0, ...), RE2's `\\s` is ASCII only,

@@ -1,0 +1,223 @@
+"""The graph NER pipeline (BertTokenPreprocessor, split_words, entity decoding) against the numpy
+reference (`conll_features`, `decode_tags`, and `split_words` / `tag_entities` of
+`tests.spans.reference_conll`) on the real CoNLL-2003 sentences and the real MiniLM vocabulary."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert.data.conll import CONLL2003_LABELS, conll2003, conll_features, decode_tags
+from kbert.text import BertTokenizer
+from kbert.text.entity_decoding import decode_entities, word_tags
+from kbert.text.token_preprocessor import BertTokenPreprocessor, split_words
+from kbert.text.trim import trim_to_longest
+from tests.spans import reference_conll
+
+TRICKY = ["", " ", " \t\n\u3000\u00a0", "Café naïve résumé Ångström", "東京タワーは東京にある。",
+          "don't stop, rock'n'roll’s O'Neil", "state-of-the-art -- well- -known -x- a--b",
+          "U.S.A. Inc. a.b. .5 3.14 1,000 AT&T &amp; R&D", "😀👍🏽 family👨‍👩‍👧 ok",
+          "x_y __init__ snake_case", "tab\there\x1cfs\x85nel", "١٢٣ ٤٥ Ελλάδα ΣΊΣΥΦΟΣ",
+          "e\u0301 a\u0300b \u200bzero-width\u200b", "Mr. Smith (born 1990) visited Paris."]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(minilm_dir):
+    return BertTokenizer.from_pretrained(minilm_dir)
+
+
+@pytest.fixture(scope="module")
+def conll():
+    return conll2003()
+
+
+def _words_and_labels(sentences):
+    index = {name: i for i, name in enumerate(CONLL2003_LABELS)}
+    words = tf.ragged.constant([s.words for s in sentences])
+    labels = tf.ragged.constant([[index[t] for t in s.tags] for s in sentences], tf.int32)
+    return words, labels
+
+
+# Sentences with words cut off: none of the 3,453 test sentences at 128 loses a word but one
+# (10 words); at 24, 903 test sentences lose 10,037 words, and 898 of the first 3,000 training
+# sentences lose 9,654 words (none at 128).
+@pytest.mark.parametrize("sequence_length, truncated", [(128, (1, 0)), (24, (903, 898))])
+def test_features_equal_conll_features(tokenizer, conll, sequence_length, truncated):
+    pre = BertTokenPreprocessor(tokenizer, sequence_length)
+    run = tf.function(lambda w, y: pre(w, y))
+    for split, sentences, cut in (("test", conll["test"], truncated[0]),
+                                  ("train", conll["train"][:3000], truncated[1])):
+        expected = conll_features(sentences, tokenizer, sequence_length)
+        got = run(*_words_and_labels(sentences))
+        assert sorted(got) == sorted(set(expected) - {"truncated_words"})
+        for key, value in got.items():
+            assert value.dtype == expected[key].dtype, key
+            np.testing.assert_array_equal(value.numpy(), expected[key], err_msg=f"{split} {key}")
+        words = np.array([len(s.words) for s in sentences])
+        lost = words - (got["word_index"].numpy() >= 0).sum(1)
+        assert lost.sum() == expected["truncated_words"]
+        assert (lost > 0).sum() == cut, split
+
+
+def test_split_words_equal_python_on_conll_text_and_tricky_strings(conll):
+    texts = [" ".join(s.words) for s in conll["test"] + conll["dev"]] + TRICKY
+    words, starts, ends, normalized = split_words(tf.constant(texts))
+    assert normalized.numpy().tolist() == [t.encode() for t in texts]
+    rows = zip(texts, words.to_list(), starts.to_list(), ends.to_list())
+    for text, row_words, row_starts, row_ends in rows:
+        ref_words, ref_spans = reference_conll.split_words(text)
+        assert [w.decode() for w in row_words] == ref_words, text
+        assert list(zip(row_starts, row_ends)) == ref_spans, text
+
+
+def test_split_words_replaces_invalid_utf8_one_character_per_sequence():
+    words, starts, ends, text = split_words(tf.constant([b"ab\xffcd \xe2\x82 x"]))
+    assert [w.decode() for w in words[0].numpy()] == ["ab", "\ufffd", "cd", "\ufffd", "x"]
+    assert starts[0].numpy().tolist() == [0, 2, 3, 6, 8]
+    assert text[0].numpy().decode() == "ab\ufffdcd \ufffd x"
+
+
+class _TableModel:
+    """A stand-in tagger for `tag_entities`: seeded random logits per (token id, position)."""
+
+    def __init__(self, num_classes, seed, vocab_size, sequence_length):
+        rng = np.random.default_rng(seed)
+        self.tokens = rng.normal(size=(vocab_size, num_classes)).astype("float32")
+        self.positions = rng.normal(size=(sequence_length, num_classes)).astype("float32")
+
+    def predict_on_batch(self, x):
+        ids = np.asarray(x["token_ids"])
+        return self.tokens[ids] + self.positions[:ids.shape[1]]
+
+
+@pytest.mark.filterwarnings("ignore:.*seems not to be NE tag")
+@pytest.mark.parametrize("label_names", [
+    list(CONLL2003_LABELS),
+    ["B-PER", "I-PER", "E-PER", "S-PER", "O", "S-LOC"],  # IOBES, "O" not first
+    ["O", "I-ORG", "I-PER", "B-ORG", "X", "I", "B-", ".x"],  # IOB1-ish and malformed tags
+])
+def test_entities_equal_tag_entities(tokenizer, conll, label_names):
+    sequence_length = 24  # long sentences lose words: those are "O"
+    texts = [" ".join(s.words) for s in conll["test"][:400]] + TRICKY
+    model = _TableModel(len(label_names), len(label_names), tokenizer.vocabulary_size(),
+                        sequence_length)
+    expected = reference_conll.tag_entities(model, tokenizer, texts, label_names,
+                                           sequence_length)
+    pre = BertTokenPreprocessor(tokenizer, sequence_length)
+
+    @tf.function
+    def serve(text):
+        words, starts, ends, text = split_words(text)
+        features = trim_to_longest(pre(words))
+        ids = features["token_ids"]
+        logits = tf.gather(model.tokens, ids) + tf.constant(model.positions)[:tf.shape(ids)[1]]
+        return decode_entities(logits, features["word_index"], starts, ends, text, label_names)
+
+    out = {k: v.numpy() for k, v in serve(tf.constant(texts)).items()}
+    assert out["entity_count"].tolist() == [len(e) for e in expected]
+    assert sum(map(len, expected)) > 1000
+    for n, entities in enumerate(expected):
+        got = [{"text": out["entity_text"][n, j].decode(), "type": out["entity_label"][n, j].decode(),
+                "start": int(out["entity_start"][n, j]), "end": int(out["entity_end"][n, j])}
+               for j in range(out["entity_count"][n])]
+        assert got == entities, texts[n]
+        assert (out["entity_start"][n, len(entities):] == -1).all()
+
+
+def test_word_tags_equal_decode_tags_with_shorter_logits(tokenizer, conll):
+    sentences = conll["dev"][:500]
+    features = conll_features(sentences, tokenizer, 64)
+    seq = int(features["padding_mask"].sum(1).max())
+    logits = np.random.default_rng(7).normal(size=(len(sentences), seq, 9)).astype("float32")
+    padded = np.pad(logits, [(0, 0), (0, 64 - seq), (0, 0)])
+    num_words = [len(s.words) for s in sentences]
+    expected = decode_tags(padded, features["word_index"], num_words)
+    got = word_tags(logits, features["word_index"], num_words, CONLL2003_LABELS).to_list()
+    assert [[t.decode() for t in row] for row in got] == expected
+    with pytest.raises(tf.errors.InvalidArgumentError, match="cut too short"):
+        word_tags(logits[:, :seq // 2], features["word_index"], num_words, CONLL2003_LABELS)
+
+
+def test_config_round_trip_and_tf_data(tokenizer, conll):
+    pre = BertTokenPreprocessor(tokenizer, sequence_length=40, name="ner_pre")
+    restored = keras_round_trip(pre)
+    assert restored.sequence_length == 40 and restored.name == "ner_pre"
+    assert restored.tokenizer.get_vocabulary() == tokenizer.get_vocabulary()
+    words, labels = _words_and_labels(conll["dev"][:200])
+    expected = pre(words, labels)
+    for key, value in restored(words, labels).items():
+        np.testing.assert_array_equal(value.numpy(), expected[key].numpy())
+    # tf.data: batched ragged rows, and single sentences (outputs without the batch axis).
+    dataset = tf.data.Dataset.from_tensor_slices((words, labels))
+    batches = list(dataset.ragged_batch(64).map(restored))
+    for key in expected:
+        got = np.concatenate([b[key].numpy() for b in batches])
+        np.testing.assert_array_equal(got, expected[key].numpy())
+    single = next(iter(dataset.map(lambda w, y: restored(w, y))))
+    np.testing.assert_array_equal(single["token_ids"].numpy(), expected["token_ids"][0].numpy())
+
+
+def keras_round_trip(layer):
+    import keras
+
+    config = keras.saving.serialize_keras_object(layer)
+    return keras.saving.deserialize_keras_object(config)
+
+
+def test_bad_inputs_name_the_problem(tokenizer):
+    pre = BertTokenPreprocessor(tokenizer, 16)
+    with pytest.raises(TypeError, match="words of dtype string, got int32"):
+        pre(tf.ragged.constant([[1, 2]]))
+    with pytest.raises(TypeError, match="labels of dtype int32 or int64, got float32"):
+        pre(tf.ragged.constant([["a"]]), tf.ragged.constant([[1.0]]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="one label per word"):
+        pre(tf.ragged.constant([["a", "b"]]), tf.ragged.constant([[1]]))
+    with pytest.raises(TypeError, match="split_words expects strings, got dtype int32"):
+        split_words(tf.constant([1, 2]))
+    with pytest.raises(ValueError, match="sequence_length must be at least 3"):
+        BertTokenPreprocessor(tokenizer, 2)
+    with pytest.raises(TypeError, match="needs a BertTokenizer"):
+        BertTokenPreprocessor("vocab.txt")
+
+
+def test_python_lists_are_accepted(tokenizer):
+    pre = BertTokenPreprocessor(tokenizer, 16)
+    got = pre([["Peter", "Blackburn"], ["BRUSSELS"]], [[1, 2], [5]])
+    expected = conll_features([["Peter", "Blackburn"], ["BRUSSELS"]], tokenizer, 16)
+    for key in ("token_ids", "word_index", "label_weights"):
+        np.testing.assert_array_equal(got[key].numpy(), expected[key])
+    assert got["labels"].numpy()[0, 1] == 1 and got["labels"].numpy()[1, 1] == 5
+
+
+def test_token_classifier_fits_and_predicts_on_words_and_raw_text(conll):
+    import keras
+
+    from kbert.models import BertBackbone, BertTokenClassifier
+    from tests.spans.helpers import tiny_config
+    from tests.spans.helpers import tokenizer as small_tokenizer
+
+    keras.utils.set_random_seed(0)
+    pre = BertTokenPreprocessor(small_tokenizer(), sequence_length=16)
+    model = BertTokenClassifier(BertBackbone(tiny_config()), num_classes=9, preprocessor=pre)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    sentences = conll["train"][:32]
+    index = {name: i for i, name in enumerate(CONLL2003_LABELS)}
+    words = [s.words for s in sentences]
+    labels = [[index[t] for t in s.tags] for s in sentences]
+    # The training batches: cut to their longest row, labels and weights as conll_features.
+    expected = conll_features(sentences, small_tokenizer(), 16)
+    (x, y, w), = list(pre.dataset(words, labels, batch_size=32))
+    seq = x["token_ids"].shape[1]
+    assert seq == expected["padding_mask"].sum(1).max()
+    np.testing.assert_array_equal(y.numpy(), expected["labels"][:, :seq])
+    np.testing.assert_array_equal(w.numpy(), expected["label_weights"][:, :seq])
+    history = model.fit(words, labels, batch_size=16, epochs=2, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    logits = model.predict(words[:20], batch_size=10, verbose=0)
+    assert logits.shape == (20, 16, 9)  # full length: lines up with pre(words)["word_index"]
+    features = pre(words[:20])
+    direct = model({k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")})
+    np.testing.assert_allclose(logits, direct, atol=1e-5)
+    texts = [" ".join(w) for w in words[:20]]  # raw text: split_words in the pipeline
+    np.testing.assert_allclose(model.predict(texts, batch_size=10, verbose=0), logits, atol=1e-5)
+    with pytest.raises(ValueError, match="no sample_weight"):
+        pre.dataset(words, labels, sample_weight=np.ones(32))
