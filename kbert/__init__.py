@@ -1,6 +1,7 @@
 """kbert: BERT for Keras 3 and TensorFlow.
 
-`import kbert` imports the model and text layers, which registers every kbert class with Keras:
+`import kbert` imports the layers, models, preprocessors and optimizers, which registers every
+kbert class with Keras:
 `keras.saving.load_model("model.keras")` then finds them in a new process. Training, export and
 conversion are imported on first use.
 """
@@ -37,7 +38,10 @@ _PUBLIC = {
 }
 
 
-from kbert import models as _models, text as _text  # noqa: E402,F401  (registers the classes)
+# Registers every Keras-serializable class: layers, models, preprocessors, optimizers.
+from kbert import models as _models, text as _text  # noqa: E402,F401
+from kbert.text import span_preprocessor as _spans, token_preprocessor as _tokens  # noqa: E402,F401
+from kbert.training import lamb as _lamb, optimizer as _optimizer  # noqa: E402,F401
 
 
 def __getattr__(name):

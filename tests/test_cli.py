@@ -43,23 +43,6 @@ def test_vocab_trains_bert_layout(tmp_path, capsys):
     assert "the" in tokens and len(tokens) <= 150
 
 
-def test_finetune_evaluate_and_export_from_the_command_line(tmp_path, capsys):
-    run = tmp_path / "run"
-    assert cli.main(["finetune", "--task", "sentiment", "--preset", "tiny", "--steps", "2",
-                     "--batch-size", "8", "--max-eval-examples", "32",
-                     "--output", str(run)]) == 0
-    assert "test: accuracy" in capsys.readouterr().out
-    assert cli.main(["evaluate", str(run), "--split", "dev", "--max-eval-examples", "32"]) == 0
-    out = capsys.readouterr().out
-    assert "sentiment dev (32 examples): accuracy" in out
-    assert (run / "eval_dev" / "metrics.json").is_file()
-    assert cli.main(["export", str(run), str(tmp_path / "served"),
-                     "--labels", "negative,positive"]) == 0
-    assert (tmp_path / "served" / "1" / "saved_model.pb").is_file()
-    assert cli.main(["evaluate", str(tmp_path)]) == 2
-    assert "no model.keras" in capsys.readouterr().err
-
-
 def test_pretrain_from_the_command_line(tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n\n".join(  # one sentence per line, blank line between documents
@@ -79,20 +62,6 @@ def test_profile_batches_must_be_one_or_two_batch_numbers(text, capsys):
     with pytest.raises(SystemExit):
         cli.parse(cli.build_parser(), ["pretrain", "--profile-batches", text])
     assert "FIRST,LAST" in capsys.readouterr().err
-
-
-def test_ner_finetune_evaluate_and_predict(tmp_path, capsys):
-    run = tmp_path / "ner"
-    assert cli.main(["finetune", "--task", "conll", "--preset", "tiny", "--steps", "2",
-                     "--batch-size", "8", "--max-train-examples", "32",
-                     "--max-eval-examples", "32", "--output", str(run)]) == 0
-    assert "test: precision" in capsys.readouterr().out
-    assert cli.main(["evaluate", str(run), "--split", "dev", "--max-eval-examples", "16"]) == 0
-    assert "dev" in (out := capsys.readouterr().out) and ": precision" in out
-    assert cli.main(["predict", str(run), "--text", "Angela Merkel visited Paris."]) == 0
-    assert capsys.readouterr().out.lstrip().startswith("[")
-    assert cli.main(["predict", str(run), "--question", "Who?", "--context", "Ann."]) == 2
-    assert "give text" in capsys.readouterr().err
 
 
 def test_config_file_gives_defaults_that_flags_override(tmp_path):
@@ -131,31 +100,25 @@ def test_config_file_runs_the_command(tmp_path, monkeypatch, capsys):
     assert calls[0]["batch_size"] == 8 and calls[0]["learning_rate"] == 2e-5
 
 
-def test_finetune_attention_images_flag(monkeypatch, capsys):
+def test_finetune_flags_reach_the_driver(monkeypatch):
     calls = []
     monkeypatch.setattr(finetune_module, "finetune",
                         lambda **kwargs: calls.append(kwargs) or {"accuracy": 0.5})
     assert cli.main(["finetune", "--attention-images", "A fine film."]) == 0
     assert calls[0]["attention_sentence"] == "A fine film." and calls[0]["xla"] is False
-    assert cli.main(["finetune", "--task", "squad", "--attention-images", "A fine film."]) == 2
-    assert "sentence and pair tasks, not with squad" in capsys.readouterr().err
-    assert cli.main(["finetune", "--xla"]) == 0 and calls[1]["xla"] is True
-    assert cli.main(["finetune", "--task", "conll", "--xla"]) == 2
-    assert "--xla works with sentence and pair tasks" in capsys.readouterr().err
-
-
-def test_finetune_mixed_precision_flag_reaches_every_task(monkeypatch):
-    calls = []
-    record = lambda *args, **kwargs: calls.append(kwargs) or {"accuracy": 0.5}  # noqa: E731
-    monkeypatch.setattr(finetune_module, "finetune", record)
-    monkeypatch.setattr(importlib.import_module("kbert.training.finetune_spans"),
-                        "finetune_task", record)
+    assert cli.main(["finetune", "--task", "conll", "--xla", "--mixed-precision", "fp16"]) == 0
+    assert calls[1]["task"] == "conll" and calls[1]["xla"] is True
     assert cli.main(["finetune", "--mixed-precision", "bf16"]) == 0
-    assert cli.main(["finetune", "--task", "conll", "--mixed-precision", "fp16"]) == 0
-    assert cli.main(["finetune"]) == 0
-    assert [c["mixed_precision"] for c in calls] == ["bf16", "fp16", None]
+    assert [c["mixed_precision"] for c in calls] == [None, "fp16", "bf16"]
     with pytest.raises(SystemExit):
         cli.main(["finetune", "--mixed-precision", "int8"])
+
+
+def test_attention_images_are_refused_for_span_tasks(capsys):
+    assert cli.main(["finetune", "--task", "squad", "--preset", "tiny", "--steps", "1",
+                     "--max-train-examples", "8", "--max-eval-examples", "8",
+                     "--attention-images", "A fine film."]) == 2
+    assert "sentence and pair tasks, not with squad" in capsys.readouterr().err
 
 
 def test_config_file_errors_name_the_key(tmp_path, capsys):

@@ -26,6 +26,7 @@ from kbert.tasks import EVAL_SEED, get_spec, subset
 from kbert.training.optimizer import make_optimizer
 from kbert.training.precision import dtype_policy, needs_loss_scale
 
+SENTENCE_KINDS = ("classification", "regression", "multiple_choice")
 XLA_PAD_MULTIPLE = 16
 """With `xla=True`, batches are padded to a multiple of this (8 shapes up to length 128):
 XLA compiles one program per input shape."""
@@ -154,6 +155,9 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     if config.mode not in spec.modes:
         raise ValueError(f"Task {spec.name!r} supports mode {' or '.join(spec.modes)}, "
                          f"not {config.mode!r}.")
+    if config.attention_sentence and spec.kind not in SENTENCE_KINDS:
+        raise ValueError(f"Attention images work with sentence and pair tasks, not with "
+                         f"{spec.name}.")
     output_dir = pathlib.Path(config.output_dir)
     policy = dtype_policy(config.mixed_precision)
     keras.utils.set_random_seed(config.seed)

@@ -1,0 +1,82 @@
+"""The documented CLI steps, each in a new process, as a user runs them: nothing a training
+process registered or imported is there when `evaluate`, `predict`, `export` or a plain
+`keras.saving.load_model` after `import kbert` run."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+_SCRIPT = os.path.join(os.path.dirname(sys.executable), "kbert")
+KBERT = [_SCRIPT] if os.path.isfile(_SCRIPT) else [sys.executable, "-m", "kbert.cli"]
+TEXT = "A joy to watch, funny and warm."
+
+
+def run(command, timeout=900):
+    """(stdout, stderr) of a command that must succeed, in a new process."""
+    done = subprocess.run([str(c) for c in command], capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, f"{command} failed:\n{done.stderr[-3000:]}"
+    return done.stdout, done.stderr
+
+
+def python(code, *args):
+    """The last stdout line of `python -c code args` in a new process, parsed as JSON."""
+    out, _ = run([sys.executable, "-c", code, *args])
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def sentiment_run(tmp_path_factory):
+    output = tmp_path_factory.mktemp("cli") / "sentiment"
+    out, _ = run(KBERT + ["finetune", "--task", "sentiment", "--preset", "tiny", "--steps", "3",
+                          "--batch-size", "8", "--max-eval-examples", "32", "--output", output])
+    assert "test: accuracy" in out
+    return output
+
+
+@pytest.mark.slow
+def test_evaluate_a_run_in_a_new_process(sentiment_run):
+    out, _ = run(KBERT + ["evaluate", sentiment_run, "--split", "dev",
+                          "--max-eval-examples", "32"])
+    assert "sentiment dev (32 examples): accuracy" in out
+    saved = json.loads((sentiment_run / "eval_dev" / "metrics.json").read_text())
+    assert saved["examples"] == 32 and 0 <= saved["accuracy"] <= 1
+
+
+@pytest.mark.slow
+def test_predict_load_model_and_export_agree_in_new_processes(sentiment_run, tmp_path):
+    out, _ = run(KBERT + ["predict", sentiment_run, "--text", TEXT])
+    predicted = json.loads(out)
+    assert predicted["label"] in ("negative", "positive")
+
+    # the issue's repro: nothing but `import kbert` before loading the saved model
+    loaded = python("import json, sys, kbert, keras; "
+                    "m = keras.saving.load_model(sys.argv[1] + '/model.keras'); "
+                    "print(json.dumps(m.predict([sys.argv[2]], verbose=0).tolist()))",
+                    sentiment_run, TEXT)
+    probabilities = np.exp(loaded[0]) / np.exp(loaded[0]).sum()
+    np.testing.assert_allclose(probabilities, predicted["probabilities"], atol=1e-5)
+
+    out, _ = run(KBERT + ["export", sentiment_run, tmp_path / "served"])
+    version = tmp_path / "served" / "1"
+    assert (version / "saved_model.pb").is_file()
+    served = python("import json, sys, tensorflow as tf, tensorflow_text; "
+                    "f = tf.saved_model.load(sys.argv[1]).signatures['serving_default']; "
+                    "r = f(text=tf.constant([sys.argv[2]])); "
+                    "print(json.dumps([r['label'].numpy()[0].decode(), "
+                    "r['probabilities'].numpy()[0].tolist()]))", version, TEXT)
+    assert served[0] == predicted["label"]  # label names come from the run
+    np.testing.assert_allclose(served[1], predicted["probabilities"], atol=1e-5)
+
+
+def test_commands_on_a_directory_that_is_not_a_run(tmp_path):
+    for command in (["evaluate", tmp_path], ["predict", tmp_path, "--text", "x"],
+                    ["export", tmp_path, tmp_path / "out"]):
+        done = subprocess.run([str(c) for c in KBERT + command], capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert "holds no model.keras or run.json" in done.stderr
