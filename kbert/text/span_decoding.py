@@ -95,6 +95,8 @@ def decode_spans(start_logits, end_logits, windows, contexts, version="1.1", n_b
     diff = tf.cast(null, tf.float64) - tf.cast(best, tf.float64)
     answer = has
     if str(version) == "2.0":
+        if not isinstance(null_threshold, (tf.Tensor, tf.Variable)):  # not via float32
+            null_threshold = tf.constant(null_threshold, tf.float64)
         answer = has & (diff <= tf.cast(null_threshold, tf.float64))
     char_start = tf.where(answer, char_start, -1)
     char_end = tf.where(answer, char_end, -1)
