@@ -22,6 +22,13 @@ Outputs, by task:
   embedding of the MiniLM checkpoint), `sequence_output` [batch, seq, hidden] and its
   `padding_mask` [batch, seq].
 * feature extractor: `features` [batch, seq, features] and `padding_mask`.
+* token classifier (NER): `serving_default` splits `text` into CoNLL-style words
+  (`kbert.text.word_split`), packs them (`BertTokenPreprocessor`) and returns the entities of
+  each input, padded to the batch's most: `entity_text`, `entity_label` string
+  [batch, max_entities] ("" padding), `entity_start`, `entity_end` int32 (character
+  [start, end) in `text`, -1 padding) and `entity_count` int32 [batch]. `label_names` (default:
+  the model's own) must be its IOB tags. `serve_token_ids` returns per-token `label_id`,
+  `label`, `probabilities`, `logits` [batch, seq, ...] and `padding_mask`.
 """
 
 import dataclasses
@@ -64,16 +71,44 @@ def _feature_outputs(outputs, features, label_names):
     return {"features": tf.cast(outputs, tf.float32), "padding_mask": features["padding_mask"]}
 
 
+def _token_outputs(outputs, features, label_names):
+    logits = tf.cast(outputs, tf.float32)
+    label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return {"label_id": label_id, "label": tf.gather(label_names, label_id),
+            "probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
+            "padding_mask": features["padding_mask"]}
+
+
+def _serve_entities(module, text):
+    """Raw text → words → the model's logits → entities, all in the graph. The export's
+    `BertPreprocessor` lends its tokenizer (already tracked) and sequence length."""
+    from kbert.text.entity_decoding import decode_entities
+    from kbert.text.token_preprocessor import BertTokenPreprocessor, split_words
+
+    pre = module.preprocessor
+    if not isinstance(pre, BertTokenPreprocessor):
+        pre = BertTokenPreprocessor(pre.tokenizer, pre.sequence_length)
+    words, starts, ends, text = split_words(text)
+    features = pre(words)
+    features = {k: features[k] for k in TOKEN_KEYS + ("word_index",)}
+    features = _trim(features) if module.trim_padding else features
+    logits = module.model({k: features[k] for k in TOKEN_KEYS}, training=False)
+    return decode_entities(tf.cast(logits, tf.float32), features["word_index"], starts, ends,
+                           text, module.label_names)
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
     """How one kind of model is served. `inputs`: "text" (a sentence, or a pair with
     `sentence_pair=True`) or "choices" (`text` + `choices` [batch, num_choices]).
-    `classes`: the model has label classes (so `label_names` apply)."""
+    `classes`: the model has label classes (so `label_names` apply). `serve_text`: a function
+    (module, text) replacing the pack-and-run text path (tasks whose answers need the text)."""
 
     name: str
     inputs: str
     outputs: object
     classes: bool = False
+    serve_text: object = None
 
 
 TASKS = {
@@ -81,6 +116,8 @@ TASKS = {
     "multiple_choice": Task("multiple_choice", "choices", _choice_outputs),
     "backbone": Task("backbone", "text", _embedding_outputs),
     "feature_extractor": Task("feature_extractor", "text", _feature_outputs),
+    "token_classifier": Task("token_classifier", "text", _token_outputs, classes=True,
+                             serve_text=_serve_entities),
 }
 
 # Model class → task. Most specific classes first; classes missing from this kbert are skipped.
@@ -88,6 +125,7 @@ MODEL_TASKS = (
     ("kbert.models.classifier", "BertClassifier", "classifier"),
     ("kbert.models.feature_extractor", "BertFeatureClassifier", "classifier"),
     ("kbert.models.multiple_choice", "BertMultipleChoice", "multiple_choice"),
+    ("kbert.models.token_classifier", "BertTokenClassifier", "token_classifier"),
     ("kbert.models.feature_extractor", "BertFeatureExtractor", "feature_extractor"),
     ("kbert.models.backbone", "BertBackbone", "backbone"),
 )
@@ -121,8 +159,9 @@ def _num_choices(model):
 
 def _num_classes(model):
     shape = model.output.shape
-    if len(shape) != 2 or shape[-1] is None:
-        raise ValueError(f"A classifier must return logits [batch, num_classes], got {shape}.")
+    if len(shape) not in (2, 3) or shape[-1] is None:
+        raise ValueError(f"A classifier must return logits [batch, num_classes] (or [batch, "
+                         f"seq, num_classes] for a token classifier), got {shape}.")
     return int(shape[-1])
 
 
@@ -162,6 +201,11 @@ class ServingModule(tf.Module):
         self.label_names = None
         if self.task.classes:
             num_classes = _num_classes(model)
+            if label_names is None and self.task.serve_text is _serve_entities:
+                label_names = getattr(model, "label_names", None)
+                if label_names is None:
+                    raise ValueError("A token classifier's export needs label_names (its IOB "
+                                     "tags, e.g. B-PER) to read entities off the tags.")
             if label_names is None:
                 label_names = [str(i) for i in range(num_classes)]
             label_names = [str(n) for n in label_names]
@@ -189,6 +233,8 @@ class ServingModule(tf.Module):
             else:
                 specs = [tf.TensorSpec([None], tf.string, name="text")]
                 fn = self._serve_single
+                if self.task.serve_text is not None:
+                    fn = lambda text: self.task.serve_text(self, text)  # noqa: E731
             self.serve_text = tf.function(fn, input_signature=specs)
 
     @property
