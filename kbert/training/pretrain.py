@@ -43,9 +43,9 @@ import time
 import numpy as np
 
 from kbert.training.precision import needs_loss_scale
-from kbert.training.pretrain_optimizer import make_pretraining_optimizer
 from kbert.training.pretrain_config import PretrainConfig, default_max_predictions
 from kbert.training.pretrain_data import finish, most_frequent_baseline, pretraining_data
+from kbert.training.pretrain_optimizer import make_pretraining_optimizer
 
 __all__ = ["PretrainConfig", "pretrain", "make_pretraining_optimizer", "default_max_predictions"]
 
