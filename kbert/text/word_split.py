@@ -67,9 +67,12 @@ def split_words(text):
                                         replacement_char=0xFFFD)
     split, keep = word_patterns()
     words, begin, _ = tf_text.regex_split_with_offsets(text, split, keep)
-    # Byte offsets → character offsets: count the characters before each word.
-    row_text = tf.gather(text, words.value_rowids())
-    before = tf.strings.substr(row_text, tf.zeros_like(begin.flat_values), begin.flat_values)
-    starts = tf.strings.length(before, unit="UTF8_CHAR")
+    # Byte offsets → character offsets: a word's start is the number of characters whose
+    # first byte comes before it (a search per word, not a copy of the text before it).
+    _, char_bytes = tf.strings.unicode_decode_with_offsets(text, "UTF-8")
+    big = tf.int64.max  # padding that keeps each row sorted
+    starts = tf.searchsorted(char_bytes.to_tensor(big), begin.to_tensor(big), side="left",
+                             out_type=tf.int32)
+    starts = tf.RaggedTensor.from_tensor(starts, lengths=begin.row_lengths()).flat_values
     ends = starts + tf.strings.length(words.flat_values, unit="UTF8_CHAR")
     return words, words.with_flat_values(starts), words.with_flat_values(ends), text
