@@ -29,6 +29,14 @@ Outputs, by task:
   [start, end) in `text`, -1 padding) and `entity_count` int32 [batch]. `label_names` (default:
   the model's own) must be its IOB tags. `serve_token_ids` returns per-token `label_id`,
   `label`, `probabilities`, `logits` [batch, seq, ...] and `padding_mask`.
+* span labeler (SQuAD): `serving_default` takes `question` and `context` strings [batch], cuts
+  each context into windows (`BertSpanPreprocessor`), runs the model on all windows and
+  decodes one answer per question (`kbert.text.span_decoding.decode_spans`, as
+  `kbert.data.squad.decode_answers`): `answer` string [batch] (the context's characters, ""
+  for none), `start_char`, `end_char` int32 (code points, -1 for none), `score` float32 (best
+  start + end logit), `null_score_diff` float32. `squad_version="2.0"` answers "" when the
+  null score beats the best by more than `null_threshold`. `serve_token_ids` returns the
+  windows' `start_logits`, `end_logits` float32 [batch, seq].
 """
 
 import dataclasses
@@ -97,10 +105,34 @@ def _serve_entities(module, text):
                            text, module.label_names)
 
 
+def _span_outputs(outputs, features, label_names):
+    return {"start_logits": tf.cast(outputs["start_logits"], tf.float32),
+            "end_logits": tf.cast(outputs["end_logits"], tf.float32)}
+
+
+def _serve_spans(module, question, context):
+    """Question + context → windows → the model's logits → one answer per question, all in
+    the graph. A `BertPreprocessor` export lends its tokenizer (already tracked) and sequence
+    length; the windows then use run_squad.py's stride 128 and 64-token questions."""
+    from kbert.text.span_decoding import decode_spans
+    from kbert.text.span_preprocessor import BertSpanPreprocessor
+
+    pre = module.preprocessor
+    if not isinstance(pre, BertSpanPreprocessor):
+        pre = BertSpanPreprocessor(pre.tokenizer, pre.sequence_length)
+    windows = pre(question, context)
+    features = {k: windows[k] for k in TOKEN_KEYS}
+    features = _trim(features) if module.trim_padding else features
+    logits = _span_outputs(module.model(features, training=False), features, None)
+    return decode_spans(logits["start_logits"], logits["end_logits"], windows, context,
+                        module.squad_version, null_threshold=module.null_threshold)
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
     """How one kind of model is served. `inputs`: "text" (a sentence, or a pair with
-    `sentence_pair=True`) or "choices" (`text` + `choices` [batch, num_choices]).
+    `sentence_pair=True`), "choices" (`text` + `choices` [batch, num_choices]) or
+    "question_context" (`question` + `context`; `serve_text` then takes both).
     `classes`: the model has label classes (so `label_names` apply). `serve_text`: a function
     (module, text) replacing the pack-and-run text path (tasks whose answers need the text)."""
 
@@ -118,6 +150,8 @@ TASKS = {
     "feature_extractor": Task("feature_extractor", "text", _feature_outputs),
     "token_classifier": Task("token_classifier", "text", _token_outputs, classes=True,
                              serve_text=_serve_entities),
+    "span_labeler": Task("span_labeler", "question_context", _span_outputs,
+                         serve_text=_serve_spans),
 }
 
 # Model class → task. Most specific classes first; classes missing from this kbert are skipped.
@@ -125,6 +159,7 @@ MODEL_TASKS = (
     ("kbert.models.classifier", "BertClassifier", "classifier"),
     ("kbert.models.feature_extractor", "BertFeatureClassifier", "classifier"),
     ("kbert.models.multiple_choice", "BertMultipleChoice", "multiple_choice"),
+    ("kbert.models.span_labeler", "BertSpanLabeler", "span_labeler"),
     ("kbert.models.token_classifier", "BertTokenClassifier", "token_classifier"),
     ("kbert.models.feature_extractor", "BertFeatureExtractor", "feature_extractor"),
     ("kbert.models.backbone", "BertBackbone", "backbone"),
@@ -177,12 +212,17 @@ class ServingModule(tf.Module):
 
     `signatures()` gives the dict for `tf.saved_model.save`. Without a preprocessor there is
     no text signature and `serving_default` is `serve_token_ids`. `trim_padding=False` runs
-    the text signature at the full `sequence_length` (for comparisons).
+    the text signature at the full `sequence_length` (for comparisons). `squad_version`
+    ("1.1" or "2.0") and `null_threshold` apply to span labelers.
     """
 
     def __init__(self, model, preprocessor=None, task=None, label_names=None,
-                 sentence_pair=False, trim_padding=True, name=None):
+                 sentence_pair=False, trim_padding=True, name=None, squad_version="1.1",
+                 null_threshold=0.0):
         super().__init__(name=name)
+        if str(squad_version) not in ("1.1", "2.0"):
+            raise ValueError(f"squad_version must be '1.1' or '2.0', got {squad_version!r}.")
+        self.squad_version, self.null_threshold = str(squad_version), float(null_threshold)
         self.trim_padding = bool(trim_padding)
         self.task = task_for(model, task)
         # The Keras model is not tracked as an object: only the tf.Variables the signatures
@@ -226,6 +266,11 @@ class ServingModule(tf.Module):
                 specs = [tf.TensorSpec([None], tf.string, name="text"),
                          tf.TensorSpec([None, self.num_choices], tf.string, name="choices")]
                 fn = self._serve_choices
+            elif self.task.inputs == "question_context":
+                specs = [tf.TensorSpec([None], tf.string, name="question"),
+                         tf.TensorSpec([None], tf.string, name="context")]
+                fn = lambda question, context: self.task.serve_text(  # noqa: E731
+                    self, question, context)
             elif self.sentence_pair:
                 specs = [tf.TensorSpec([None], tf.string, name="text"),
                          tf.TensorSpec([None], tf.string, name="text_pair")]
@@ -244,6 +289,8 @@ class ServingModule(tf.Module):
             return ()
         if self.num_choices:
             return ("text", "choices")
+        if self.task.inputs == "question_context":
+            return ("question", "context")
         return ("text", "text_pair") if self.sentence_pair else ("text",)
 
     def signatures(self):
