@@ -97,24 +97,10 @@ class FinetuneConfig:
 
 
 def build_backbone(init, dtype=None):
-    """(backbone, tokenizer) for `init`: see `FinetuneConfig.init`."""
-    from kbert.config import PRESETS, BertConfig
-    from kbert.models.backbone import BertBackbone
-    from kbert.presets import resolve
-    from kbert.text import BertTokenizer
+    """(backbone, tokenizer) for `init` (see `FinetuneConfig.init`), from the preset registry."""
+    from kbert.presets import load_backbone_and_tokenizer
 
-    if init in PRESETS:
-        vocabulary = resolve("minilm_l6_h384_uncased")
-        return (BertBackbone(BertConfig.preset(init), dtype=dtype),
-                BertTokenizer.from_pretrained(vocabulary))
-    if isinstance(init, str) and init.startswith("random:"):
-        from kbert.convert import read_checkpoint
-
-        path = resolve(init.split(":", 1)[1])
-        config, _ = read_checkpoint(path)
-        return BertBackbone(config, dtype=dtype), BertTokenizer.from_pretrained(path)
-    path = resolve(init)
-    return BertBackbone.from_pretrained(path, dtype=dtype), BertTokenizer.from_pretrained(path)
+    return load_backbone_and_tokenizer(init, dtype=dtype)
 
 
 def _fit(model, dataset, epochs, steps_per_epoch, callbacks, verbose):

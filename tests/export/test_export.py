@@ -338,7 +338,7 @@ def test_export_from_cli(tiny, tmp_path):
 
 
 def test_feature_extractor_and_feature_classifier(tiny, tmp_path):
-    from kbert.models.feature_extractor import BertFeatureExtractor, feature_classifier
+    from kbert.models.feature_extractor import BertFeatureClassifier, BertFeatureExtractor
 
     backbone, pre = tiny
     extractor = BertFeatureExtractor(backbone, layers=(-2, -1))
@@ -350,8 +350,8 @@ def test_feature_extractor_and_feature_classifier(tiny, tmp_path):
     np.testing.assert_allclose(out["features"], full[:, :length], atol=1e-5)
     assert out["features"].shape[-1] == extractor.feature_size
 
-    model = feature_classifier(extractor, num_classes=2, lstm_units=4)
-    out = _load(export_saved_model(model, tmp_path / "fc", preprocessor=pre, task="classifier",
+    model = BertFeatureClassifier(backbone, num_classes=2, layers=(-2, -1), lstm_units=4)
+    out = _load(export_saved_model(model, tmp_path / "fc", preprocessor=pre,
                                    warmup_texts=[]))["serving_default"](text=texts)
     np.testing.assert_allclose(out["probabilities"], tf.nn.softmax(model(pre(texts))),
                                atol=1e-5)

@@ -5,7 +5,7 @@ import pytest
 from kbert import BertBackbone
 from kbert.data.tasks import make_dataset
 from kbert.models.classifier import BertClassifier
-from kbert.models.feature_extractor import BertFeatureExtractor, feature_classifier
+from kbert.models.feature_extractor import BertFeatureClassifier, BertFeatureExtractor
 from kbert.models.multiple_choice import BertMultipleChoice
 from tests.conftest import make_inputs
 from tests.tasks.helpers import VOCAB, preprocessor
@@ -91,7 +91,7 @@ def test_save_and_load_each_model(config, tmp_path):
               choice_inputs(vocab=config.vocab_size))
     roundtrip(BertFeatureExtractor(BertBackbone(config), layers=(-1, 0), combine="mean"),
               tmp_path, x)
-    head = feature_classifier(BertFeatureExtractor(BertBackbone(config), layers=(-2, -1)), 2)
+    head = BertFeatureClassifier(BertBackbone(config), num_classes=2, layers=(-2, -1))
     loaded = roundtrip(head, tmp_path, x)
     assert len(loaded.trainable_weights) == len(head.trainable_weights) > 0
 
@@ -123,11 +123,10 @@ def test_multiple_choice_fit_reduces_loss(config):
 
 
 def test_feature_classifier_trains_only_the_head(config):
-    extractor = BertFeatureExtractor(BertBackbone(config), layers=(-2, -1))
+    model = BertFeatureClassifier(BertBackbone(config), 2, layers=(-2, -1), lstm_units=16)
+    extractor = model.feature_extractor
     frozen = [w.copy() for w in extractor.get_weights()]
-    model = feature_classifier(extractor, 2, lstm_units=16)
-    model.compile(keras.optimizers.Adam(1e-2),
-                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(keras.optimizers.Adam(1e-2))
     losses = _fit_losses(model, EXAMPLES, "classification")
     assert losses[-1] < 0.5 * losses[0]
     for before, after in zip(frozen, extractor.get_weights()):

@@ -1,0 +1,111 @@
+"""Task models holding a preprocessor take raw text in fit / evaluate / predict, as keras-hub's
+tasks do; the raw-text path must give exactly what packing by hand gives, and survive save/load."""
+
+import keras
+import numpy as np
+import pytest
+
+from kbert import BertBackbone
+from kbert.models.classifier import BertClassifier
+from kbert.models.feature_extractor import BertFeatureClassifier
+from kbert.models.multiple_choice import BertMultipleChoice
+from tests.tasks.helpers import VOCAB, preprocessor
+
+TEXTS = ["good film", "very dull movie", "fine", "bad", "what a good movie", "not good"]
+LABELS = [1, 0, 1, 0, 1, 0]
+PAIRS = (["what is it ?", "who is it ?", "why not ?"], ["a film", "the movie", "no"])
+CHOICES = (["what is it ?", "who was it ?"], [["good", "bad", "dull"], ["yes", "no", "a b c"]])
+
+
+@pytest.fixture
+def backbone(tiny_config):
+    keras.utils.set_random_seed(1)
+    return BertBackbone(tiny_config.__class__(**{**tiny_config.to_dict(),
+                                                 "vocab_size": len(VOCAB)}))
+
+
+def _by_hand(model, x):
+    """The model on inputs packed outside it (the id path)."""
+    return model.predict(model.preprocessor(x), verbose=0)
+
+
+def test_classifier_fits_and_predicts_raw_strings(backbone, tmp_path):
+    model = BertClassifier(backbone, num_classes=2, preprocessor=preprocessor(12))
+    model.compile(optimizer=keras.optimizers.Adam(3e-3))
+    history = model.fit(TEXTS * 4, LABELS * 4, batch_size=8, epochs=12, verbose=0)
+    assert history.history["loss"][-1] < 0.5 * history.history["loss"][0]
+    raw = model.predict(TEXTS, batch_size=4, verbose=0)
+    np.testing.assert_allclose(raw, _by_hand(model, np.array(TEXTS)), atol=1e-5)
+    assert model.evaluate(TEXTS, LABELS, verbose=0, return_dict=True)["accuracy"] >= 0.8
+
+    model.save(tmp_path / "clf.keras")
+    loaded = keras.saving.load_model(tmp_path / "clf.keras")
+    assert loaded.preprocessor.tokenizer.get_vocabulary() == VOCAB
+    assert loaded.preprocessor.sequence_length == 12 and loaded.preprocessor.tokenizer.lowercase
+    np.testing.assert_allclose(loaded.predict(TEXTS, verbose=0), raw, atol=1e-6)
+
+
+def test_pairs_as_a_tuple_of_lists(backbone):
+    model = BertClassifier(backbone, num_classes=3, preprocessor=preprocessor(16))
+    model.compile(optimizer="adam")
+    model.fit(PAIRS, [0, 2, 1], verbose=0, validation_data=(PAIRS, [0, 2, 1]))
+    np.testing.assert_allclose(model.predict(PAIRS, verbose=0),
+                               _by_hand(model, tuple(np.array(p) for p in PAIRS)), atol=1e-5)
+
+
+def test_multiple_choice_takes_one_list_of_choices_per_question(backbone, tmp_path):
+    model = BertMultipleChoice(backbone, num_choices=3, preprocessor=preprocessor(12))
+    model.compile(optimizer="adam")
+    model.fit(CHOICES, [0, 1], verbose=0)
+    raw = model.predict(CHOICES, verbose=0)
+    assert raw.shape == (2, 3)
+    packed = model.preprocessor((np.array(CHOICES[0]), np.array(CHOICES[1])))
+    assert tuple(packed["token_ids"].shape) == (2, 3, 12)
+    # each choice packed as the pair (question, choice)
+    pair = model.preprocessor((np.array(["who was it ?"]), np.array(["a b c"])))
+    np.testing.assert_array_equal(packed["token_ids"][1, 2], pair["token_ids"][0])
+    np.testing.assert_allclose(raw, model.predict(packed, verbose=0), atol=1e-5)
+    model.save(tmp_path / "mc.keras")
+    np.testing.assert_allclose(keras.saving.load_model(tmp_path / "mc.keras").predict(
+        CHOICES, verbose=0), raw, atol=1e-6)
+
+
+def test_feature_classifier_is_a_task_with_a_preprocessor(backbone, tmp_path):
+    model = BertFeatureClassifier(backbone, num_classes=2, layers=(-2, -1), lstm_units=4,
+                                  preprocessor=preprocessor(12))
+    model.compile(optimizer="adam")
+    model.fit(TEXTS, LABELS, verbose=0)
+    model.save(tmp_path / "fc.keras")
+    loaded = keras.saving.load_model(tmp_path / "fc.keras")
+    np.testing.assert_allclose(loaded.predict(TEXTS, verbose=0),
+                               model.predict(TEXTS, verbose=0), atol=1e-6)
+
+
+def test_packed_inputs_still_pass_through(backbone):
+    model = BertClassifier(backbone, num_classes=2, preprocessor=preprocessor(12))
+    packed = model.preprocessor(np.array(TEXTS))
+    np.testing.assert_allclose(model.predict(packed, verbose=0),
+                               model.predict(TEXTS, verbose=0), atol=1e-5)
+
+
+def test_a_single_string_is_refused_with_a_clear_error(backbone):
+    model = BertClassifier(backbone, num_classes=2, preprocessor=preprocessor(12))
+    with pytest.raises(TypeError, match="list of strings"):
+        model.predict("good film")
+
+
+@pytest.mark.slow
+def test_from_pretrained_builds_backbone_preprocessor_and_head(minilm_dir, tmp_path):
+    model = BertClassifier.from_pretrained("minilm_l6_h384_uncased", num_classes=3,
+                                           sequence_length=32)
+    reference = BertBackbone.from_pretrained(minilm_dir)
+    for a, b in zip(model.backbone.weights, reference.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert model.num_classes == 3 and model.preprocessor.sequence_length == 32
+    assert model.preprocessor.tokenizer.get_vocabulary() == (
+        (minilm_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1])
+    assert model.predict(["a great film"], verbose=0).shape == (1, 3)
+    with pytest.raises(TypeError, match="raw-text preprocessor"):
+        from kbert.models.pretrainer import BertPretrainer
+
+        BertPretrainer.from_pretrained("tiny")
