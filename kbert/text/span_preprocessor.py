@@ -18,14 +18,25 @@ Each input row gives one or more windows, so the outputs have W ≥ batch rows a
 import keras
 import tensorflow as tf
 
-from kbert.data.squad import check_lengths
 from kbert.text.datasets import batched_dataset
 from kbert.text.tokenizer import BertTokenizer
 from kbert.text.trim import trim_to_longest
 
-INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
-WINDOW_KEYS = INPUT_KEYS + ("token_start", "token_end", "max_context")
+WINDOW_KEYS = ("token_ids", "segment_ids", "padding_mask", "token_start", "token_end",
+               "max_context")
 TARGET_KEYS = ("start_positions", "end_positions", "answer_in_window", "unmappable")
+
+
+def check_lengths(sequence_length, max_query_length, doc_stride):
+    """Raises ValueError unless a window holds [CLS] question [SEP] ≥1 context token [SEP]."""
+    if max_query_length < 1 or doc_stride < 1:
+        raise ValueError(f"max_query_length and doc_stride must be positive, got "
+                         f"{max_query_length} and {doc_stride}.")
+    if sequence_length - max_query_length - 3 < 1:
+        raise ValueError(f"sequence_length={sequence_length} leaves no room for the context "
+                         f"after a question of max_query_length={max_query_length} sub-tokens "
+                         "and [CLS]/[SEP]/[SEP]; raise sequence_length or lower "
+                         "max_query_length.")
 
 
 def window_plan(context_lengths, question_lengths, sequence_length, doc_stride):
@@ -209,6 +220,8 @@ class BertSpanPreprocessor(keras.layers.Layer):
         to its longest row. Windows of answers that cover no sub-token are left out. A
         `tf.data.Dataset` `x` is taken as batches of raw `((questions, contexts), y)` or
         `(questions, contexts)`."""
+        from kbert.models.backbone import INPUT_KEYS  # text sits above models; lazy: no cycle
+
         if sample_weight is not None:
             raise ValueError("BertSpanPreprocessor.dataset takes no sample_weight: examples "
                              "become a varying number of windows.")
