@@ -164,10 +164,10 @@ def write_warmup_requests(path, module, texts, model_name):
 
 
 def _metadata(module, model, preprocessor, version, warmup):
-    from kbert import __version__
+    from importlib.metadata import version as installed_version
 
     meta = {
-        "kbert_version": __version__,
+        "kbert_version": installed_version("kbert"),
         "version": version,
         "model_class": type(model).__name__,
         "task": module.task.name,
