@@ -33,8 +33,7 @@ ENTRY_POINTS = {
 from a name of the registry (`kbert.presets`), or for a task from a run directory or a name with
 the preprocessor its class takes (`kbert.tasks.pretrained`)."""
 
-KNOWN_VIOLATIONS = {
-}
+KNOWN_VIOLATIONS = set()
 """(module, imported module) pairs that break the floors today, reported to their owners; the
 test fails if one of them is fixed without being removed from here."""
 
