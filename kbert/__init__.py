@@ -32,6 +32,8 @@ _PUBLIC = {
     "export": "kbert.export",
     "BertTokenizer": "kbert.text.tokenizer",
     "BertPreprocessor": "kbert.text.preprocessor",
+    "BertSpanPreprocessor": "kbert.text.span_preprocessor",
+    "BertTokenPreprocessor": "kbert.text.token_preprocessor",
     "train_vocabulary": "kbert.text.vocab",
     "convert": "kbert.convert",
     "viz": "kbert.viz",
@@ -40,7 +42,6 @@ _PUBLIC = {
 
 # Registers every Keras-serializable class: layers, models, preprocessors, optimizers.
 from kbert import models as _models, text as _text  # noqa: E402,F401
-from kbert.text import span_preprocessor as _spans, token_preprocessor as _tokens  # noqa: E402,F401
 from kbert.training import lamb as _lamb, optimizer as _optimizer  # noqa: E402,F401
 
 

@@ -184,7 +184,7 @@ def _metadata(module, model, preprocessor, version, warmup):
     }
     if preprocessor is not None:
         meta.update({"sequence_length": preprocessor.sequence_length,
-                     "truncate": preprocessor.truncate,
+                     "truncate": getattr(preprocessor, "truncate", None),
                      "lowercase": preprocessor.tokenizer.lowercase,
                      "vocabulary_size": preprocessor.tokenizer.vocabulary_size()})
     return meta

@@ -1,7 +1,11 @@
-"""The text pipeline: in-graph WordPiece tokenization, BERT input packing, vocabulary training."""
+"""The text pipeline: in-graph WordPiece tokenization, BERT input packing (sentences, pairs,
+choices; SQuAD windows; word-aligned tags), vocabulary training."""
 
 from kbert.text.preprocessor import BertPreprocessor
+from kbert.text.span_preprocessor import BertSpanPreprocessor
+from kbert.text.token_preprocessor import BertTokenPreprocessor
 from kbert.text.tokenizer import BertTokenizer
 from kbert.text.vocab import train_vocabulary
 
-__all__ = ["BertPreprocessor", "BertTokenizer", "train_vocabulary"]
+__all__ = ["BertPreprocessor", "BertSpanPreprocessor", "BertTokenPreprocessor", "BertTokenizer",
+           "train_vocabulary"]

@@ -35,7 +35,7 @@ def _holds_text(x):
 
 
 def _labels(y):
-    if y is None or isinstance(y, (tf.Tensor, dict)):
+    if y is None or isinstance(y, (tf.Tensor, tf.RaggedTensor, dict)):
         return y
     return np.asarray(y)
 
