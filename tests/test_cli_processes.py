@@ -80,3 +80,65 @@ def test_commands_on_a_directory_that_is_not_a_run(tmp_path):
                               text=True, timeout=300)
         assert done.returncode == 2, done.stderr[-2000:]
         assert "holds no model.keras or run.json" in done.stderr
+
+
+QUESTION = "Which river flows through the city?"
+CONTEXT = ("Paris is the capital of France. The Seine flows through the city, past the Louvre, "
+           "where Peter Smith from London saw the Mona Lisa in 1990.")
+NER_TEXT = "Peter Smith visited Paris and London with Angela Merkel."
+
+
+def serve_in_emulator(tmp_path, export, inputs):
+    """The export's answers from the TF Serving emulator (tests/export/serving_client.py),
+    which loads it with TensorFlow and tensorflow-text ops only."""
+    client = os.path.join(os.path.dirname(__file__), "export", "serving_client.py")
+    job = {"exports": {"model": str(export)}, "inputs": {"model": inputs}}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    run([sys.executable, client, tmp_path / "job.json", tmp_path / "result.json"])
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["errors"] == [] and result["modules"] == [], result["errors"]
+    assert all(r == sorted(r) and r for r in result["grpc"]["model"]["warmup"])
+    grpc = result["grpc"]["model"]["predict"]["ok"]
+    assert grpc == result["serving_default"]["model"]  # gRPC and the SavedModel agree
+    return grpc
+
+
+@pytest.mark.slow
+def test_squad_run_evaluates_predicts_and_serves_the_same_answers(tmp_path):
+    output = tmp_path / "squad"
+    run(KBERT + ["finetune", "--task", "squad", "--preset", "tiny", "--steps", "2",
+                 "--batch-size", "8", "--sequence-length", "128", "--max-train-examples", "32",
+                 "--max-eval-examples", "16", "--output", output])
+    out, _ = run(KBERT + ["evaluate", output, "--max-eval-examples", "8"])
+    assert "squad dev (8 examples): exact_match" in out
+    out, _ = run(KBERT + ["predict", output, "--question", QUESTION, "--context", CONTEXT])
+    answer = json.loads(out)
+    assert CONTEXT[answer["start"]:answer["end"]] == answer["answer"] != ""
+    run(KBERT + ["export", output, tmp_path / "served"])
+    served = serve_in_emulator(tmp_path, tmp_path / "served" / "1",
+                               {"question": [QUESTION, "Who saw the Mona Lisa?"],
+                                "context": [CONTEXT, CONTEXT]})
+    assert served["answer"][0] == answer["answer"]
+    assert (served["start_char"][0], served["end_char"][0]) == (answer["start"], answer["end"])
+    assert served["score"][0] == pytest.approx(answer["score"], abs=1e-4)
+
+
+@pytest.mark.slow
+def test_conll_run_evaluates_predicts_and_serves_the_same_entities(tmp_path):
+    output = tmp_path / "ner"
+    run(KBERT + ["finetune", "--task", "conll", "--preset", "tiny", "--steps", "2",
+                 "--batch-size", "8", "--max-train-examples", "32", "--max-eval-examples", "16",
+                 "--output", output])
+    out, _ = run(KBERT + ["evaluate", output, "--split", "dev", "--max-eval-examples", "8"])
+    assert "conll dev (8 examples): precision" in out
+    out, _ = run(KBERT + ["predict", output, "--text", NER_TEXT])
+    entities = json.loads(out)
+    for entity in entities:
+        assert NER_TEXT[entity["start"]:entity["end"]] == entity["text"]
+    run(KBERT + ["export", output, tmp_path / "served"])
+    served = serve_in_emulator(tmp_path, tmp_path / "served" / "1",
+                               {"text": [NER_TEXT, "John lives in Berlin."]})
+    count = served["entity_count"][0]
+    assert [{"text": t, "type": k, "start": s, "end": e} for t, k, s, e in zip(
+        *(served[f"entity_{n}"][0][:count] for n in ("text", "label", "start", "end")))
+    ] == entities

@@ -53,16 +53,17 @@ def next_version(base_dir):
 
 def export_saved_model(model, export_dir, preprocessor=None, version=None, label_names=None,
                        warmup_texts=None, sentence_pair=False, task=None, overwrite=False,
-                       check_ops=True):
+                       check_ops=True, squad_version="1.1", null_threshold=0.0):
     """Writes `model` to `export_dir/<version>/` for TensorFlow Serving; returns that path.
 
     Args:
-      model: a kbert model (`BertClassifier`, `BertMultipleChoice`, `BertBackbone`,
+      model: a kbert model (`BertClassifier`, `BertMultipleChoice`, `BertSpanLabeler`,
+        `BertTokenClassifier`, `BertFeatureClassifier`, `BertBackbone`,
         `BertFeatureExtractor`), or another Keras model of one of those shapes with `task=`.
       export_dir: the model's base directory, e.g. "saved_models/sentiment".
-      preprocessor: the `BertPreprocessor` the model was trained with (default: the one the
-        task model holds). With it, `serving_default` takes raw strings; without it, token
-        ids (`serve_token_ids`).
+      preprocessor: the preprocessor the model was trained with (default: the one the task
+        model holds). With it, `serving_default` takes raw strings; without it, token ids
+        (`serve_token_ids`).
       version: a positive integer; default: the next after the existing versions. An existing
         version is never replaced unless `overwrite=True`.
       label_names: the class names of a classifier, in id order (`label` output).
@@ -72,6 +73,8 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
         `text` and `text_pair`.
       task: a `kbert.export.signatures.TASKS` name, to override the type-based choice.
       check_ops: refuse an export that uses ops stock TensorFlow Serving lacks.
+      squad_version, null_threshold: for a span labeler: "2.0" answers "" when the null
+        score beats the best span by more than `null_threshold` (the run's, from training).
 
     Signatures and outputs: see `kbert.export.signatures`.
     """
@@ -88,7 +91,8 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
                               "overwrite=True to replace it, or choose another version.")
 
     module = ServingModule(model, preprocessor, task=task, label_names=label_names,
-                           sentence_pair=sentence_pair)
+                           sentence_pair=sentence_pair, squad_version=squad_version,
+                           null_threshold=null_threshold)
     base.mkdir(parents=True, exist_ok=True)
     scratch = pathlib.Path(tempfile.mkdtemp(prefix=".kbert-export-", dir=base))
     try:
@@ -136,6 +140,9 @@ def warmup_inputs(module, texts):
     import numpy as np
 
     texts = np.array([str(t).encode("utf-8") for t in texts], dtype=object)
+    if module.text_inputs == ("question", "context"):
+        # Each text asked about the next one: an answer span, or none, either way.
+        return {"question": texts, "context": np.roll(texts, -1)}
     if module.num_choices:
         # The texts are used as the question and, rotated, as its choices.
         choices = np.stack([np.roll(texts, -(i + 1)) for i in range(module.num_choices)], 1)
@@ -197,8 +204,8 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
     `OUTPUT_DIR/<version>/`.
 
     Args:
-      model_path: a `kbert finetune` run directory (its model, preprocessor, label names and
-        pair-ness are used), or a `.keras` file.
+      model_path: a `kbert finetune` run directory (its model, preprocessor, label names,
+        pair-ness and, for SQuAD, version and null threshold are used), or a `.keras` file.
       output_dir: the model's base directory, e.g. saved_models/sentiment.
       vocabulary, lowercase: for a model saved without a preprocessor: vocab.txt, a
         checkpoint directory or a weights preset, and its casing (default from the
@@ -232,11 +239,15 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
             tokenizer = BertTokenizer.from_pretrained(vocabulary, lowercase=lowercase)
         preprocessor = BertPreprocessor(tokenizer, sequence_length=sequence_length or 128)
     elif preprocessor is not None and sequence_length is not None:
-        preprocessor = BertPreprocessor(preprocessor.tokenizer, sequence_length=sequence_length)
+        preprocessor = type(preprocessor).from_config(
+            {**preprocessor.get_config(), "sequence_length": sequence_length})
     if label_names is None and info.get("kind") == "classification":
         label_names = info.get("label_names")
     if sentence_pair is None:
         sentence_pair = bool(info.get("sentence_pair"))
+    squad = {"squad_version": info.get("version", "1.1"),
+             "null_threshold": info.get("task_options", {}).get("null_threshold", 0.0)}
     return export_saved_model(model, output_dir, preprocessor=preprocessor, version=version,
                               label_names=label_names, warmup_texts=warmup_texts,
-                              sentence_pair=sentence_pair, task=task, overwrite=overwrite)
+                              sentence_pair=sentence_pair, task=task, overwrite=overwrite,
+                              **squad)

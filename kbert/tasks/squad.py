@@ -5,10 +5,20 @@ targets and the decoding of start/end logits back to answer text follow Google's
 (see `kbert.data.squad`); EM / F1 are the official script's (`kbert.evaluation.squad`).
 """
 
+import numpy as np
+
 from kbert.tasks.spec import EVAL_SEED, TaskSpec
 
 INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
-DECODING = ("n_best", "max_answer_length", "null_threshold")
+WINDOW_CHUNK = 2048  # questions windowed per graph call
+
+
+def _answer_chars(example):
+    """[start, end) characters of the example's first answer; (-1, -1) for none."""
+    if not example.answers:
+        return -1, -1
+    text, start = example.answers[0]
+    return start, start + len(text)
 
 
 class SquadTask(TaskSpec):
@@ -21,7 +31,7 @@ class SquadTask(TaskSpec):
     def __init__(self, version="1.1", data_dir=None, doc_stride=128, max_query_length=64,
                  n_best=20, max_answer_length=30, null_threshold=0.0,
                  unanswerable_fraction=0.5):
-        from kbert.data.squad import check_lengths
+        from kbert.text.span_preprocessor import check_lengths
 
         if str(version) not in ("1.1", "2.0"):
             raise ValueError(f"version must be '1.1' or '2.0', got {version!r}.")
@@ -44,32 +54,37 @@ class SquadTask(TaskSpec):
         return self._splits
 
     def build(self, backbone, tokenizer, sequence_length, mode="finetune"):
-        from kbert.data.squad import check_lengths
         from kbert.models import BertSpanLabeler
-        from kbert.text import BertPreprocessor
+        from kbert.text import BertSpanPreprocessor
 
-        check_lengths(sequence_length, self.options["max_query_length"],
-                      self.options["doc_stride"])
-        return BertSpanLabeler(backbone, preprocessor=BertPreprocessor(
-            tokenizer, sequence_length=sequence_length, truncate="waterfall"))
+        return BertSpanLabeler(backbone, preprocessor=BertSpanPreprocessor(
+            tokenizer, sequence_length, self.options["doc_stride"],
+            self.options["max_query_length"]))
 
-    def windows(self, model, examples):
-        """The windowed features of `examples` (see `kbert.data.squad.squad_features`)."""
-        from kbert.data.squad import squad_features
-
-        pre = model.preprocessor
-        return squad_features(examples, pre.tokenizer, pre.sequence_length,
-                              self.options["doc_stride"], self.options["max_query_length"])
+    def windows(self, model, examples, with_answers=False):
+        """The preprocessor's windows of `examples` as numpy arrays (in chunks, so that the
+        tokenizer's intermediates stay small)."""
+        chunks = []
+        for i in range(0, len(examples), WINDOW_CHUNK):
+            part = examples[i:i + WINDOW_CHUNK]
+            answers = [_answer_chars(e) for e in part] if with_answers else None
+            out = model.preprocessor([e.question for e in part], [e.context for e in part],
+                                     *(zip(*answers) if answers else ()))
+            out = {k: v.numpy() for k, v in out.items()}
+            out["example_index"] = out["example_index"] + i
+            chunks.append(out)
+        return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
 
     def train_size(self, examples, model):
         return len(self._training_windows(model, examples)["token_ids"])
 
     def _training_windows(self, model, examples):
-        from kbert.data.squad import training_features
-
+        """Every window of the training questions, except those of answers that cover no
+        sub-token (they would teach "no answer")."""
         if self._train_windows[0] is not examples:
-            self._train_windows = (examples, training_features(
-                examples, self.windows(model, examples)))
+            w = self.windows(model, examples, with_answers=True)
+            keep = w["unmappable"] == 0
+            self._train_windows = (examples, {k: v[keep] for k, v in w.items()})
         return self._train_windows[1]
 
     def train_dataset(self, model, examples, batch_size, seed, pad_to_multiple_of=1):
@@ -77,50 +92,73 @@ class SquadTask(TaskSpec):
 
         from kbert.text.trim import trim_to_longest
 
-        f = self._training_windows(model, examples)
+        w = self._training_windows(model, examples)
         dataset = tf.data.Dataset.from_tensor_slices((
-            {k: f[k] for k in INPUT_KEYS},
-            {"start_logits": f["start_positions"], "end_logits": f["end_positions"]}))
-        dataset = dataset.shuffle(len(f["token_ids"]), seed=seed,
+            {k: w[k] for k in INPUT_KEYS},
+            {"start_logits": w["start_positions"], "end_logits": w["end_positions"]}))
+        dataset = dataset.shuffle(len(w["token_ids"]), seed=seed,
                                   reshuffle_each_iteration=True).repeat().batch(batch_size)
         return dataset.map(lambda x, y: (trim_to_longest(x, pad_to_multiple_of), y),
                            num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
-    def answers(self, model, examples, batch_size=64, null_threshold=None):
-        """(features, (predictions, details)) as `kbert.data.squad.decode_answers` gives
-        them; `null_threshold` overrides the run's."""
-        from kbert.data.squad import decode_answers, predict_logits
+    def logits(self, model, windows, batch_size=64):
+        """(start, end) logits [W, sequence_length], batches cut to their longest row and
+        padded back with the masked value."""
+        from kbert.models.span_labeler import MASKED_LOGIT
+        from kbert.text.datasets import packed_batches
 
-        features = self.windows(model, examples)
-        start, end = predict_logits(model, features, batch_size)
-        decoding = {**{k: self.options[k] for k in DECODING},
-                    **({} if null_threshold is None else {"null_threshold": null_threshold})}
-        return features, decode_answers(examples, features, start, end, self.version,
-                                        **decoding)
+        length = windows["token_ids"].shape[1]
+        starts, ends = [], []
+        for x in packed_batches({k: windows[k] for k in INPUT_KEYS}, batch_size):
+            out = model.predict_on_batch(x)
+            pad = [(0, 0), (0, length - int(x["token_ids"].shape[1]))]
+            starts.append(np.pad(np.asarray(out["start_logits"], "float32"), pad,
+                                 constant_values=MASKED_LOGIT))
+            ends.append(np.pad(np.asarray(out["end_logits"], "float32"), pad,
+                               constant_values=MASKED_LOGIT))
+        return np.concatenate(starts), np.concatenate(ends)
+
+    def answers(self, model, questions, contexts, batch_size=64, version=None,
+                null_threshold=None):
+        """`kbert.text.span_decoding.decode_spans` of the model's logits, as numpy arrays, and
+        the number of windows; `version` and `null_threshold` override the run's."""
+        from kbert.data.squad import SquadExample
+        from kbert.text.span_decoding import decode_spans
+
+        examples = [SquadExample(str(n), q, c) for n, (q, c) in
+                    enumerate(zip(questions, contexts))]
+        windows = self.windows(model, examples)
+        start, end = self.logits(model, windows, batch_size)
+        threshold = self.options["null_threshold"] if null_threshold is None else null_threshold
+        found = decode_spans(start, end, windows, list(contexts), version or self.version,
+                             self.options["n_best"], self.options["max_answer_length"],
+                             threshold)
+        return {k: v.numpy() for k, v in found.items()}, len(windows["token_ids"])
 
     def evaluate(self, model, examples, batch_size=64):
         from kbert.data.squad import references
         from kbert.evaluation.squad import best_null_threshold, squad_metrics
 
-        features, (predictions, details) = self.answers(model, examples, batch_size)
+        questions, contexts = [e.question for e in examples], [e.context for e in examples]
+        found, windows = self.answers(model, questions, contexts, batch_size)
+        predictions = {e.id: a.decode() for e, a in zip(examples, found["answer"])}
         gold = references(examples)
         metrics = squad_metrics(predictions, gold, self.version)
         if self.version == "2.0":
-            diffs = {q: d["null_score_diff"] for q, d in details.items()
-                     if d["null_score_diff"] is not None}
-            if diffs:
-                threshold, best = best_null_threshold(
-                    diffs, {q: details[q]["best_text"] for q in diffs}, gold)
-                metrics.update(best_f1_threshold=threshold, best_f1=best)
+            best, _ = self.answers(model, questions, contexts, batch_size, version="1.1")
+            scored = [n for n, s in enumerate(best["score"]) if np.isfinite(s)]
+            if scored:
+                threshold, top = best_null_threshold(
+                    {examples[n].id: float(best["null_score_diff"][n]) for n in scored},
+                    {examples[n].id: best["answer"][n].decode() for n in scored}, gold)
+                metrics.update(best_f1_threshold=threshold, best_f1=top)
             metrics["null_threshold"] = self.options["null_threshold"]
-        metrics["features"] = int(len(features["token_ids"]))
+        metrics["features"] = int(windows)
         return metrics, predictions
 
     def predict(self, model, question=None, context=None, null_threshold=None, **unused):
         """The answer text, its character span in the context, and its score (v2.0: "" and
         -1 when the null score beats it by more than the threshold)."""
-        from kbert.data.squad import SquadExample
-
         if question is None or context is None:
             raise ValueError(f"A {self.name} model needs question and context.")
         single = isinstance(question, str)
@@ -130,12 +168,13 @@ class SquadTask(TaskSpec):
         for n, (q, c) in enumerate(zip(questions, contexts)):
             if not q.strip() or not c.strip():
                 raise ValueError(f"Question and context {n} must not be empty.")
-        examples = [SquadExample(str(n), q, c) for n, (q, c) in
-                    enumerate(zip(questions, contexts))]
-        _, (_, details) = self.answers(model, examples, null_threshold=null_threshold)
-        answers = [{"answer": d["text"], "start": d["start"], "end": d["end"],
-                    "score": d["score"], "null_score_diff": d["null_score_diff"]}
-                   for d in (details[e.id] for e in examples)]
+        found, _ = self.answers(model, questions, contexts, null_threshold=null_threshold)
+        answers = [{"answer": a.decode(), "start": int(s), "end": int(e),
+                    "score": float(score) if np.isfinite(score) else None,
+                    "null_score_diff": float(diff) if np.isfinite(diff) else None}
+                   for a, s, e, score, diff in zip(found["answer"], found["start_char"],
+                                                   found["end_char"], found["score"],
+                                                   found["null_score_diff"])]
         return answers[0] if single else answers
 
     def info(self):

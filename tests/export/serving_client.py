@@ -3,7 +3,9 @@ op libraries only (no kbert, no Keras: both are made unimportable before TensorF
 
     python serving_client.py JOB.json RESULT.json
 
-JOB: {"exports": {name: version_dir}, "texts": [...], "pairs": {name: [...]}}. RESULT holds,
+JOB: {"exports": {name: version_dir}, "texts": [...], "pairs": {name: [...]},
+"inputs": {name: {input name: [...]}}}: an export's `serving_default` inputs are its entry in
+"inputs" if it has one, else `text` (the texts) plus `text_pair` (its pairs). RESULT holds,
 per export: the ops not registered by TensorFlow itself (checked before any tensorflow-text op
 library is loaded), the `serving_default` outputs of `tf.saved_model.load` on the texts, the
 answers to bad requests, and the answers of an emulated TF Serving `PredictionService` (gRPC on
@@ -69,23 +71,37 @@ def attempt(fn):
         return {"error": type(e).__name__, "message": str(e)[:300]}
 
 
-def bad_requests(fn, pair):
-    extra = {"text_pair": tf.constant(["x"])} if pair else {}
+def bad_requests(fn, inputs):
+    """Defined answers to malformed requests: each case spoils the first input and sends one
+    valid string for the others."""
+    first, *rest = inputs
+    extra = {k: tf.constant(inputs[k][:1]) for k in rest}
     cases = {
-        "wrong_dtype": lambda: to_json(fn(text=tf.constant([1, 2]), **extra)),
+        "wrong_dtype": lambda: to_json(fn(**{first: tf.constant([1, 2])}, **extra)),
         "wrong_key": lambda: to_json(fn(sentence=tf.constant(["x"]), **extra)),
-        "rank_2": lambda: to_json(fn(text=tf.constant([["x"]]), **extra)),
-        "invalid_utf8": lambda: to_json(fn(text=tf.constant([b"\xff\xfe caf\xc3"]), **extra)),
+        "rank_2": lambda: to_json(fn(**{first: tf.constant([["x"]])}, **extra)),
+        "invalid_utf8": lambda: to_json(fn(**{first: tf.constant([b"\xff\xfe caf\xc3"])},
+                                           **extra)),
     }
-    empty_extra = {"text_pair": tf.constant([], tf.string)} if pair else {}
-    cases["empty_batch"] = lambda: {k: list(v.shape) for k, v in
-                                    fn(text=tf.constant([], tf.string), **empty_extra).items()}
+    cases["empty_batch"] = lambda: {k: list(v.shape) for k, v in fn(
+        **{k: tf.constant([], tf.string) for k in inputs}).items()}
     big = ("word " * 200_000 + "end")[:1_000_000]
     result = {k: attempt(v) for k, v in cases.items()}
     start = time.perf_counter()
-    result["one_megabyte"] = attempt(lambda: to_json(fn(text=tf.constant([big]), **extra)))
+    result["one_megabyte"] = attempt(lambda: to_json(fn(**{first: tf.constant([big])},
+                                                        **extra)))
     result["one_megabyte"]["seconds"] = time.perf_counter() - start
     return result
+
+
+def request_inputs(job, name):
+    """{input name: list of strings} of export `name`'s `serving_default` request."""
+    if name in job.get("inputs", {}):
+        return job["inputs"][name]
+    inputs = {"text": job["texts"]}
+    if name in job.get("pairs", {}):
+        inputs["text_pair"] = job["pairs"][name]
+    return inputs
 
 
 # --- emulated TF Serving ------------------------------------------------------------------
@@ -148,11 +164,12 @@ def serve(servables):
     return server, port
 
 
-def grpc_checks(exports, texts, pairs):
+def grpc_checks(job):
     import grpc
     from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
     from tensorflow_serving.apis import prediction_service_pb2_grpc
 
+    exports = job["exports"]
     servables = {name: SessionServable(path) for name, path in exports.items()}
     server, port = serve(servables)
     results = {}
@@ -176,12 +193,11 @@ def grpc_checks(exports, texts, pairs):
                            for k, v in response.outputs.items()}}
 
         for name, path in exports.items():
-            inputs = {"text": np.array(texts, dtype=object)}
-            if name in pairs:
-                inputs["text_pair"] = np.array(pairs[name], dtype=object)
+            inputs = {k: np.array(v, dtype=object) for k, v in request_inputs(job, name).items()}
+            first = next(iter(inputs))
             out = {"predict": call(name, inputs),
-                   "wrong_dtype": call(name, {**inputs, "text": np.array([1, 2], np.int32)}),
-                   "wrong_key": call(name, {"sentence": np.array(texts, dtype=object)}),
+                   "wrong_dtype": call(name, {**inputs, first: np.array([1, 2], np.int32)}),
+                   "wrong_key": call(name, {"sentence": inputs[first]}),
                    "after_errors": call(name, inputs)}
             warmup = os.path.join(path, "assets.extra", "tf_serving_warmup_requests")
             replies = []
@@ -204,7 +220,7 @@ def grpc_checks(exports, texts, pairs):
 def main(job_path, result_path):
     with open(job_path) as f:
         job = json.load(f)
-    exports, texts, pairs = job["exports"], job["texts"], job.get("pairs", {})
+    exports = job["exports"]
     result = {"ops": {}, "serving_default": {}, "bad": {}, "errors": []}
     for name, path in exports.items():
         all_ops, extra = non_core_ops(path)
@@ -212,11 +228,12 @@ def main(job_path, result_path):
     load_text_op_libraries()
     for name, path in exports.items():
         fn = tf.saved_model.load(path).signatures["serving_default"]
-        extra = {"text_pair": tf.constant(pairs[name])} if name in pairs else {}
-        result["serving_default"][name] = to_json(fn(text=tf.constant(texts), **extra))
-        result["bad"][name] = bad_requests(fn, name in pairs)
+        inputs = request_inputs(job, name)
+        result["serving_default"][name] = to_json(fn(**{k: tf.constant(v)
+                                                        for k, v in inputs.items()}))
+        result["bad"][name] = bad_requests(fn, inputs)
     try:
-        result["grpc"] = grpc_checks(exports, texts, pairs)
+        result["grpc"] = grpc_checks(job)
     except Exception:  # noqa: BLE001 - reported to the test
         result["errors"].append(traceback.format_exc())
     result["modules"] = sorted(k for k, v in sys.modules.items()
