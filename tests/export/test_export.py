@@ -322,19 +322,33 @@ def test_backbone_without_preprocessor_serves_token_ids(tiny, tmp_path):
 
 
 def test_export_from_cli(tiny, tmp_path):
+    from kbert.runs import RunDirectory
+
     backbone, pre = tiny
-    model = BertClassifier(backbone, num_classes=2)
-    run = tmp_path / "run"
-    run.mkdir()
-    model.save(run / "model.keras")
-    (run / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
-    (run / "metrics.json").write_text(json.dumps({"settings": {"sequence_length": 16}}))
-    path = export_from_cli(run, tmp_path / "served", label_names="bad,good", warmup_texts=[])
-    out = _load(path)["serving_default"](text=tf.constant(["the movie was good"]))
-    expected = tf.nn.softmax(model(pre(tf.constant(["the movie was good"])))).numpy()
-    np.testing.assert_allclose(out["probabilities"], expected, atol=1e-5)
+    texts = tf.constant(["the movie was good"])
+    # A run directory: the model holds its preprocessor, run.json the label names.
+    model = BertClassifier(backbone, num_classes=2, preprocessor=pre)
+    RunDirectory(tmp_path / "run").save(model, {"task": "toy", "kind": "classification",
+                                                "settings": {}, "label_names": ["bad", "good"]},
+                                        {})
+    path = export_from_cli(tmp_path / "run", tmp_path / "served", warmup_texts=[])
+    expected = tf.nn.softmax(model(pre(texts))).numpy()
+    np.testing.assert_allclose(_load(path)["serving_default"](text=texts)["probabilities"],
+                               expected, atol=1e-5)
     meta = json.loads((path / "assets.extra" / "kbert_export.json").read_text())
     assert meta["sequence_length"] == 16 and meta["label_names"] == ["bad", "good"]
+
+    # A bare .keras file saved without a preprocessor, given a vocabulary and a length.
+    bare = BertClassifier(backbone, num_classes=2)
+    bare.save(tmp_path / "bare.keras")
+    (tmp_path / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
+    path = export_from_cli(tmp_path / "bare.keras", tmp_path / "served2",
+                           vocabulary=tmp_path / "vocab.txt", sequence_length=16,
+                           label_names="bad,good", warmup_texts=[])
+    out = _load(path)["serving_default"](text=texts)
+    expected = tf.nn.softmax(bare(pre(texts))).numpy()  # its own head
+    np.testing.assert_allclose(out["probabilities"], expected, atol=1e-5)
+    assert out["label"].numpy().tolist() == [[b"bad", b"good"][int(expected.argmax())]]
 
 
 def test_feature_extractor_and_feature_classifier(tiny, tmp_path):
