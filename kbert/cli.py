@@ -90,8 +90,11 @@ def _finetune(args) -> int:
     """Fine-tunes on one task with the paper's recipe; metrics land in OUTPUT/metrics.json."""
     from kbert.training.finetune import finetune
 
+    options = {k: v for k, v in (("doc_stride", args.doc_stride),
+                                 ("max_query_length", args.max_query_length),
+                                 ("null_threshold", args.null_threshold)) if v is not None}
     metrics = finetune(
-        task=args.task, data_dir=args.data_dir,
+        task=args.task, data_dir=args.data_dir, task_options=options,
         init=args.init or args.preset or "minilm_l6_h384_uncased", output_dir=args.output,
         epochs=args.epochs, steps=args.steps, batch_size=args.batch_size,
         sequence_length=args.sequence_length, learning_rate=args.learning_rate,
@@ -288,6 +291,14 @@ def build_parser() -> argparse.ArgumentParser:
     finetune.add_argument("--mode", choices=("finetune", "feature"), default="finetune",
                           help="feature: frozen BERT, last four layers into a BiLSTM")
     finetune.add_argument("--data-dir", help="directory of a GLUE task's TSV files")
+    finetune.add_argument("--doc-stride", type=int,
+                          help="SQuAD: sub-tokens between the starts of a context's windows "
+                               "(default 128)")
+    finetune.add_argument("--max-query-length", type=int,
+                          help="SQuAD: questions are cut to this many sub-tokens (default 64)")
+    finetune.add_argument("--null-threshold", type=float,
+                          help="SQuAD v2.0: answer \"\" when the null score beats the best "
+                               "span by more than this (default 0)")
     finetune.add_argument("--seed", type=int, default=0)
     finetune.add_argument("--attention-images", metavar="SENTENCE",
                           help="write SENTENCE's attention heatmaps to TensorBoard while "

@@ -19,14 +19,26 @@ def get_spec(name, data_dir=None, **options) -> TaskSpec:
     if name in ("squad", "squad2"):
         from kbert.tasks.squad import SquadTask
 
+        _check_options(SquadTask, name, options)
         return SquadTask("2.0" if name == "squad2" else "1.1", data_dir, **options)
     if name == "conll":
         from kbert.tasks.conll import ConllTask
 
+        _check_options(ConllTask, name, options)
         return ConllTask(data_dir, **options)
     if options:
         raise ValueError(f"Task {name!r} takes no options; got {sorted(options)}.")
     return SentenceTask(load_task(name, data_dir), cli_name=name, data_dir=data_dir)
+
+
+def _check_options(spec_cls, name, options):
+    import inspect
+
+    known = set(inspect.signature(spec_cls).parameters) - {"version", "data_dir"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"Task {name!r} takes no option {', '.join(unknown)}; its options: "
+                         f"{', '.join(sorted(known))}.")
 
 
 __all__ = ["EVAL_SEED", "TaskSpec", "get_spec", "subset"]
