@@ -11,13 +11,18 @@ seconds each side took (same machine, same run; the graph side runs eagerly, op 
 """
 
 import argparse
+import pathlib
+import sys
 import time
 
 import numpy as np
 import tensorflow as tf
 
-from kbert.data.sources import fetch
-from kbert.data.squad import decode_answers, read_squad, squad_features
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # the numpy reference
+
+from kbert.data.sources import fetch  # noqa: E402
+from kbert.data.squad import read_squad
+from tests.spans.reference_squad import decode_answers, squad_features
 from kbert.text.span_decoding import decode_spans
 from kbert.text.span_preprocessor import BertSpanPreprocessor
 from kbert.text.tokenizer import BertTokenizer

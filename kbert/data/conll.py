@@ -6,20 +6,14 @@ POS and chunk columns in between are ignored), a blank line between sentences, a
 original shared-task files and IOB2 (BIO) in most redistributed copies; `read_conll` detects
 which and returns IOB2 (IOB1 → IOB2: an I-X that begins a chunk becomes B-X).
 
-Features (`conll_features`): each sentence is the words joined by single spaces, tokenized
-once with character offsets, and every sub-token is mapped back to its word. Only the first
-sub-token of a word carries the word's label; the other sub-tokens, [CLS], [SEP] and padding
-get weight 0 (ignored by the loss and the metrics). A sentence longer than the sequence is cut
-at `sequence_length - 2` sub-tokens: its remaining words get no prediction, which
-`decode_tags` turns into "O" (so they still count against recall).
+The word → word-piece alignment (only a word's first sub-token carries its label) and the
+decoding back to entities are graph ops (`kbert.text.token_preprocessor`,
+`kbert.text.entity_decoding`), shared by training, evaluation, `kbert predict` and the export.
 """
 
-import bisect
 import dataclasses
 import os
 import pathlib
-
-import numpy as np
 
 from kbert.data.tasks import DataError
 
@@ -124,110 +118,3 @@ def conll2003(directory=None, scheme="auto"):
     directory = pathlib.Path(directory)
     files = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
     return {split: read_conll(directory / name, scheme)[0] for split, name in files.items()}
-
-
-# ------------------------------------------------------------------------------ features
-
-def word_spans(words):
-    """(text, [(start, end)]): the words joined by single spaces, with each word's span."""
-    spans, position = [], 0
-    for word in words:
-        spans.append((position, position + len(word)))
-        position += len(word) + 1
-    return " ".join(words), spans
-
-
-def conll_features(sentences, tokenizer, sequence_length=128, label_names=CONLL2003_LABELS):
-    """Packed features for `sentences` (TaggedSentence, or lists of words: then no labels).
-
-    Returns a dict of numpy arrays [count, sequence_length]: `token_ids`, `segment_ids`,
-    `padding_mask`, `labels` (the word's label id on first sub-tokens, 0 elsewhere),
-    `label_weights` (1.0 on first sub-tokens, 0.0 elsewhere), `word_index` (the word each
-    first sub-token starts, -1 elsewhere); and `truncated_words` (int, words cut off).
-    """
-    import tensorflow as tf
-
-    if sequence_length < 3:
-        raise ValueError(f"sequence_length must be at least 3, got {sequence_length}.")
-    label_index = {name: i for i, name in enumerate(label_names)}
-    texts, spans_all = [], []
-    for n, s in enumerate(sentences):
-        words = s.words if isinstance(s, TaggedSentence) else list(s)
-        if not words:
-            raise DataError(f"Sentence {n} has no words.")
-        text, spans = word_spans(words)
-        texts.append(text)
-        spans_all.append(spans)
-    count = len(texts)
-    ids, starts, _ = tokenizer.tokenize_with_offsets(tf.constant(texts, tf.string), "char")
-    ids, starts = ids.to_list(), starts.to_list()
-    out = {k: np.zeros((count, sequence_length), "int32")
-           for k in ("token_ids", "segment_ids", "padding_mask", "labels")}
-    out["label_weights"] = np.zeros((count, sequence_length), "float32")
-    out["word_index"] = np.full((count, sequence_length), -1, "int32")
-    truncated = 0
-    for n in range(count):
-        keep = min(len(ids[n]), sequence_length - 2)
-        row = [tokenizer.cls_token_id] + ids[n][:keep] + [tokenizer.sep_token_id]
-        out["token_ids"][n, :len(row)] = row
-        out["padding_mask"][n, :len(row)] = 1
-        word_starts = [start for start, _ in spans_all[n]]
-        seen = set()
-        tags = sentences[n].tags if isinstance(sentences[n], TaggedSentence) else None
-        for position, start in enumerate(starts[n][:keep], 1):
-            w = bisect.bisect_right(word_starts, start) - 1  # the word holding the token
-            if w < 0 or w in seen:
-                continue
-            seen.add(w)
-            out["word_index"][n, position] = w
-            out["label_weights"][n, position] = 1.0
-            if tags is not None:
-                if tags[w] not in label_index:
-                    where = sentences[n].source or f"sentence {n}"
-                    raise DataError(f"{where}: tag {tags[w]!r} is not one of {list(label_names)}.")
-                out["labels"][n, position] = label_index[tags[w]]
-        truncated += len(spans_all[n]) - len({w for w in seen})
-    out["truncated_words"] = truncated
-    return out
-
-
-def decode_tags(logits, word_index, num_words, label_names=CONLL2003_LABELS):
-    """Word-level tags from token logits [count, seq, classes]: each word takes the argmax at its
-    first sub-token; words with no sub-token in the window get "O"."""
-    predictions = np.asarray(logits).argmax(-1)
-    sentences = []
-    for n, length in enumerate(num_words):
-        tags = ["O"] * length
-        for position in np.nonzero(word_index[n] >= 0)[0]:
-            tags[word_index[n, position]] = label_names[predictions[n, position]]
-        sentences.append(tags)
-    return sentences
-
-
-def tagging_dataset(features, batch_size=32, shuffle=False, repeat=False, seed=0, bucket=False):
-    """tf.data of (inputs, labels, sample weights) batches, each cut to its longest sequence.
-    `bucket=True` batches sentences of similar length together (training only: it reorders)."""
-    import tensorflow as tf
-
-    inputs = {k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")}
-    dataset = tf.data.Dataset.from_tensor_slices(
-        (inputs, features["labels"], features["label_weights"]))
-    if shuffle:
-        dataset = dataset.shuffle(len(features["labels"]), seed=seed,
-                                  reshuffle_each_iteration=True)
-    if repeat:
-        dataset = dataset.repeat()
-    if bucket:
-        lengths = features["padding_mask"].sum(-1)
-        edges = sorted({int(e) + 1 for e in np.quantile(lengths, np.linspace(0, 1, 9)[1:-1])})
-        dataset = dataset.bucket_by_sequence_length(
-            lambda x, y, w: tf.reduce_sum(x["padding_mask"]), edges,
-            [batch_size] * (len(edges) + 1))
-    else:
-        dataset = dataset.batch(batch_size)
-
-    def cut(x, y, w):
-        longest = tf.reduce_max(tf.reduce_sum(x["padding_mask"], -1))
-        return {k: v[:, :longest] for k, v in x.items()}, y[:, :longest], w[:, :longest]
-
-    return dataset.map(cut, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

@@ -234,7 +234,8 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
     preprocessor = getattr(model, "preprocessor", None)
     if vocabulary is not None:
         if pathlib.Path(os.fspath(vocabulary)).is_file():  # a vocab.txt
-            tokenizer = BertTokenizer(vocabulary, lowercase=True if lowercase is None else lowercase)
+            casing = True if lowercase is None else lowercase
+            tokenizer = BertTokenizer(vocabulary, lowercase=casing)
         else:
             tokenizer = BertTokenizer.from_pretrained(vocabulary, lowercase=lowercase)
         preprocessor = BertPreprocessor(tokenizer, sequence_length=sequence_length or 128)

@@ -30,13 +30,13 @@ Outputs, by task:
   the model's own) must be its IOB tags. `serve_token_ids` returns per-token `label_id`,
   `label`, `probabilities`, `logits` [batch, seq, ...] and `padding_mask`.
 * span labeler (SQuAD): `serving_default` takes `question` and `context` strings [batch], cuts
-  each context into windows (`BertSpanPreprocessor`), runs the model on all windows and
-  decodes one answer per question (`kbert.text.span_decoding.decode_spans`, as
-  `kbert.data.squad.decode_answers`): `answer` string [batch] (the context's characters, ""
-  for none), `start_char`, `end_char` int32 (code points, -1 for none), `score` float32 (best
-  start + end logit), `null_score_diff` float32. `squad_version="2.0"` answers "" when the
-  null score beats the best by more than `null_threshold`. `serve_token_ids` returns the
-  windows' `start_logits`, `end_logits` float32 [batch, seq].
+  each context into windows (`BertSpanPreprocessor`), runs the model on all windows and decodes
+  one answer per question (`kbert.text.span_decoding.decode_spans`, as
+  tests/spans/reference_squad.py's `decode_answers`): `answer` string [batch] (the context's
+  characters, "" for none), `start_char`, `end_char` int32 (code points, -1 for none), `score`
+  float32 (best start + end logit), `null_score_diff` float32. `squad_version="2.0"` answers ""
+  when the null score beats the best by more than `null_threshold`. `serve_token_ids` returns
+  the windows' `start_logits`, `end_logits` float32 [batch, seq].
 """
 
 import dataclasses

@@ -31,13 +31,13 @@ class BertSpanLabeler(BertTask):
     start and an end logit per token; the answer is the span maximising start + end.
 
     Inputs: the backbone's dict for `[CLS] question [SEP] context [SEP]`
-    (`kbert.data.squad.squad_features` builds it, long contexts as overlapping windows).
+    (`BertSpanPreprocessor` builds it, long contexts as overlapping windows).
     Outputs: {"start_logits", "end_logits"}, float [batch, seq], padding positions at -1e4.
     SQuAD v2.0's "no answer" is the span ([CLS], [CLS]) at position 0.
 
     Targets for `fit`: {"start_logits": start index [batch], "end_logits": end index [batch]}.
     `compile()` defaults: the mean of the start and end cross-entropies (the paper's loss) and
-    `start_accuracy` / `end_accuracy`. `kbert.data.squad.decode_answers` turns the logits
+    `start_accuracy` / `end_accuracy`. `kbert.text.span_decoding.decode_spans` turns the logits
     into answer text.
 
     >>> model = BertSpanLabeler(BertBackbone(BertConfig.preset("tiny")))

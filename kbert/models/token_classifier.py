@@ -18,7 +18,7 @@ class BertTokenClassifier(BertTask):
     (`BertFeatureExtractor`) and a BiLSTM of `lstm_units` per direction, masked by
     `padding_mask`, feeds the dense layer; only the BiLSTM and the dense layer train.
 
-    Labels go on the first sub-token of each word (`kbert.data.conll.conll_features`); fit
+    Labels go on the first sub-token of each word (`BertTokenPreprocessor` aligns them); fit
     with sample weights 1 there and 0 elsewhere, so the other sub-tokens, specials and padding
     count in neither the loss nor the metrics. `compile()` defaults: cross-entropy averaged
     over the weighted tokens, weighted `accuracy`.

@@ -2,7 +2,8 @@
 
 Windows over long contexts (`sequence_length`, `doc_stride`, `max_query_length`), the training
 targets and the decoding of start/end logits back to answer text follow Google's run_squad.py
-(see `kbert.data.squad`); EM / F1 are the official script's (`kbert.evaluation.squad`).
+(`kbert.text.span_preprocessor`, `kbert.text.span_decoding`, graph ops shared with the
+export); EM / F1 are the official script's (`kbert.evaluation.squad`).
 """
 
 import numpy as np

@@ -1,7 +1,7 @@
 """Token logits → word tags → entities, as graph ops (serving NER without numpy).
 
-The same results as `kbert.data.conll.decode_tags` (a word takes the argmax at its first
-sub-token; a word with no sub-token in the window is "O") followed by
+The same results as `decode_tags` of tests/spans/reference_conll.py (a word takes the argmax
+at its first sub-token; a word with no sub-token in the window is "O") followed by
 `kbert.evaluation.entities.entity_spans` (conlleval's chunk rules, which seqeval's default mode
 uses, malformed tag sequences included) and the pre-redesign `tag_entities` (kept in
 `tests/spans/reference_conll.py`): entity = type, first and last word → character span.

@@ -1,13 +1,14 @@
 """`decode_spans`: start/end logits of SQuAD windows → one answer per question, as graph ops.
 
-`kbert.data.squad.decode_answers` (with `_best_span`) in the graph, so that an exported
-SavedModel answers questions with no Python: per window, the `n_best` highest start and end
-logits (stable: the lower position first on ties, as numpy's stable argsort) are paired; a pair
-counts when both are context tokens, the start has its max context in the window, end ≥ start
-and the span is at most `max_answer_length` tokens. The best pair (first in start-major order
-on ties) of the best window (the first on ties) gives the answer's characters. The null score
-is the smallest start + end logit at [CLS] over the question's windows; the null-minus-best
-difference is taken in float64 as numpy's Python floats do, so the v2.0 threshold decides alike.
+`decode_answers` of tests/spans/reference_squad.py (with `_best_span`) in the graph, so that an
+exported SavedModel answers questions with no Python: per window, the `n_best` highest start and
+end logits (stable: the lower position first on ties, as numpy's stable argsort) are paired; a
+pair counts when both are context tokens, the start has its max context in the window, end ≥
+start and the span is at most `max_answer_length` tokens. The best pair (first in start-major
+order on ties) of the best window (the first on ties) gives the answer's characters. The null
+score is the smallest start + end logit at [CLS] over the question's windows; the null-minus-
+best difference is taken in float64 as numpy's Python floats do, so the v2.0 threshold decides
+alike.
 
 Logits may be shorter than the windows (a batch cut to its longest row): the positions cut off
 are padding, never part of an answer. numpy's reference pads them back with -1e4 and ranks

@@ -1,8 +1,9 @@
 """BertSpanPreprocessor: (question, context) strings → SQuAD windows, as graph ops.
 
-`kbert.data.squad.squad_features` in the graph (same windows, ids, character offsets,
-max-context flags and targets; its module docstring gives the algorithm, Google's
-run_squad.py), so training (tf.data), a Keras model and an exported SavedModel share it.
+`squad_features` of tests/spans/reference_squad.py (the numpy transcription of Google's
+run_squad.py that kbert used before) in the graph: same windows, ids, character offsets, max-
+context flags and targets (that module's docstring gives the algorithm), so training (tf.data),
+a Keras model and an exported SavedModel share it.
 
 No Python loop over examples: the windows of a context of n sub-tokens after a question of q
 (cut to `max_query_length`) have a closed form. With room = sequence_length - q - 3 and
@@ -120,7 +121,7 @@ class BertSpanPreprocessor(keras.layers.Layer):
     `max_context` (1 where this window is the token's best), int32 [W] `example_index`; with
     answers also int32 [W] `start_positions`, `end_positions` (0 = [CLS]),
     `answer_in_window` and `unmappable` (1 for every window of a row whose answer covers no
-    sub-token: train without those, as `kbert.data.squad.training_features` does).
+    sub-token: train without those, as the numpy reference's `training_features` does).
 
     Args:
       tokenizer: a `BertTokenizer`.

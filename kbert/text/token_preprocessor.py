@@ -1,12 +1,13 @@
 """BertTokenPreprocessor: pre-split words → token-tagging features, as graph ops.
 
-`kbert.data.conll.conll_features` in the graph, so training (tf.data), a Keras model and an
-exported SavedModel share it: the words of a sentence are joined by single spaces and tokenized
-once with character offsets; each sub-token belongs to the word whose start is the last one at
-or before the sub-token's start; only a word's first sub-token carries its label (weight 1),
-[CLS], [SEP], padding and the other sub-tokens weight 0. A sentence is cut at
-`sequence_length - 2` sub-tokens; the words cut off have no first sub-token in the window
-(`word_index` never names them), which `kbert.text.entity_decoding` reads as "O".
+`conll_features` of tests/spans/reference_conll.py (the numpy code kbert used before) in the
+graph, so training (tf.data), a Keras model and an exported SavedModel share it: the words of a
+sentence are joined by single spaces and tokenized once with character offsets; each sub-token
+belongs to the word whose start is the last one at or before the sub-token's start; only a
+word's first sub-token carries its label (weight 1), [CLS], [SEP], padding and the other sub-
+tokens weight 0. A sentence is cut at `sequence_length - 2` sub-tokens; the words cut off have
+no first sub-token in the window (`word_index` never names them), which
+`kbert.text.entity_decoding` reads as "O".
 
 Raw text goes through `split_words` first (`kbert.text.word_split`). Unlike `conll_features`,
 a sentence with no words is not an error here (a served request may be empty): it packs to

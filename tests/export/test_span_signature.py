@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kbert.data.squad import SquadExample, decode_answers
+from kbert.data.squad import SquadExample
+from tests.spans.reference_squad import decode_answers
 from kbert.export import export_saved_model, serving_ops
 from kbert.export.signatures import ServingModule
 from kbert.models import BertBackbone, BertSpanLabeler

@@ -3,8 +3,10 @@ import numpy as np
 import pytest
 
 from kbert import BertBackbone
-from kbert.data.conll import TaggedSentence, conll_features, decode_tags, tagging_dataset
-from kbert.data.squad import SquadExample, span_dataset, squad_features
+from kbert.data.conll import TaggedSentence
+from tests.spans.reference_conll import conll_features, decode_tags, tagging_dataset
+from kbert.data.squad import SquadExample
+from tests.spans.reference_squad import span_dataset, squad_features
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.models.token_classifier import BertTokenClassifier
 from tests.conftest import make_inputs

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kbert.data.squad import (SquadExample, decode_answers, read_squad, squad_features,
-                              training_features)
+from kbert.data.squad import SquadExample, read_squad
+from tests.spans.reference_squad import decode_answers, squad_features, training_features
 from kbert.text import BertTokenizer
 from kbert.text.span_decoding import decode_spans
 from kbert.text.span_preprocessor import BertSpanPreprocessor

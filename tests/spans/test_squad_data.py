@@ -1,14 +1,8 @@
 import numpy as np
 import pytest
 
-from kbert.data.squad import (
-    SquadExample,
-    add_unanswerable,
-    decode_answers,
-    read_squad,
-    references,
-    squad_features,
-)
+from kbert.data.squad import SquadExample, add_unanswerable, read_squad, references
+from tests.spans.reference_squad import decode_answers, squad_features
 from kbert.data.tasks import DataError
 from kbert.evaluation.squad import squad_metrics
 from tests.spans.helpers import squad_json, tokenizer

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kbert.data.conll import CONLL2003_LABELS, conll2003, conll_features, decode_tags
+from kbert.data.conll import CONLL2003_LABELS, conll2003
+from tests.spans.reference_conll import conll_features, decode_tags
 from kbert.text import BertTokenizer
 from kbert.text.entity_decoding import decode_entities, word_tags
 from kbert.text.token_preprocessor import BertTokenPreprocessor, split_words
