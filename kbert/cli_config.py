@@ -6,6 +6,15 @@ import argparse
 _UNSET = object()  # stands for an exclusive option that the command line did not give
 
 
+def add_config_options(parser, commands):
+    """Gives every subcommand `--config FILE` and keeps them as `parser.commands` for `parse`."""
+    for command in commands.choices.values():
+        command.add_argument("--config", metavar="FILE",
+                             help="a YAML or JSON file of this command's options (keys: option "
+                                  "names); flags given on the command line override it")
+    parser.commands = commands.choices
+
+
 def _read_config(path):
     """The mapping in a YAML or JSON file (.json is read as JSON, anything else as YAML)."""
     import json
