@@ -75,9 +75,7 @@ def test_attention_images_go_to_tensorboard_while_finetuning(tmp_path):
 
     # The last picture is the trained model's attention: 9 tokens × 8 px, 2 heads side by side.
     model = keras.saving.load_model(tmp_path / "model.keras")
-    pre = kbert.BertPreprocessor(kbert.BertTokenizer.from_pretrained(tmp_path),
-                                 sequence_length=128)
-    tokens, probs = attention_maps(model.backbone, pre, sentence)
+    tokens, probs = attention_maps(model.backbone, model.preprocessor, sentence)
     assert len(tokens) == 9
     for layer in range(2):
         final = images[f"attention/layer_{layer}"][4]

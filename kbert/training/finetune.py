@@ -137,13 +137,7 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     metric dicts, and the run's settings, sizes and timings.
     """
     config = config or FinetuneConfig(**settings)
-    spec = get_spec(task, data_dir, **(task_options or {}))
-    if config.mode not in spec.modes:
-        raise ValueError(f"Task {spec.name!r} supports mode {' or '.join(spec.modes)}, "
-                         f"not {config.mode!r}.")
-    if config.attention_sentence and spec.kind not in SENTENCE_KINDS:
-        raise ValueError(f"Attention images work with sentence and pair tasks, not with "
-                         f"{spec.name}.")
+    spec = _checked_spec(get_spec(task, data_dir, **(task_options or {})), config)
     output_dir = pathlib.Path(config.output_dir)
     policy = dtype_policy(config.mixed_precision)
     keras.utils.set_random_seed(config.seed)
@@ -175,24 +169,38 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     results, predictions = {}, {}
     for name, examples in held_out.items():
         results[name], predictions[name] = spec.evaluate(model, examples)
-    eval_seconds = time.perf_counter() - start
-    final = "test" if "test" in results else "dev"
     settings = config.settings(spec, sequence_length, total_steps)
-    metrics = {
-        **results[final], "eval_split": final, **results,
-        "task": spec.name, "kind": spec.kind, "init": str(config.init), "mode": config.mode,
-        "settings": settings,
-        "sizes": {"train": len(train), **{k: len(v) for k, v in held_out.items()},
-                  "parameters": int(backbone.count_params()),
-                  "trainable_parameters": int(sum(math.prod(v.shape)
-                                                  for v in model.trainable_weights))},
-        "final_train_loss": float(history.history["loss"][-1]),
-        "train_seconds": round(train_seconds, 1), "eval_seconds": round(eval_seconds, 1),
-    }
+    sizes = {"train": len(train), **{k: len(v) for k, v in held_out.items()},
+             "parameters": int(backbone.count_params()),
+             "trainable_parameters": int(sum(math.prod(v.shape)
+                                             for v in model.trainable_weights))}
+    metrics = _run_metrics(spec, config, results, settings, sizes, history,
+                           train_seconds, time.perf_counter() - start)
     info = {"task": spec.name, "kind": spec.kind, "settings": settings, **spec.info()}
     kept = {k: v for k, v in predictions.items() if v is not None}
     RunDirectory(output_dir).save(model, info, metrics, kept or None)
     return metrics
+
+
+def _checked_spec(spec, config):
+    if config.mode not in spec.modes:
+        raise ValueError(f"Task {spec.name!r} supports mode {' or '.join(spec.modes)}, "
+                         f"not {config.mode!r}.")
+    if config.attention_sentence and spec.kind not in SENTENCE_KINDS:
+        raise ValueError(f"Attention images work with sentence and pair tasks, not with "
+                         f"{spec.name}.")
+    return spec
+
+
+def _run_metrics(spec, config, results, settings, sizes, history, train_seconds,
+                 eval_seconds):
+    """What metrics.json holds: the final held-out metrics on top (test if there is one)."""
+    final = "test" if "test" in results else "dev"
+    return {**results[final], "eval_split": final, **results,
+            "task": spec.name, "kind": spec.kind, "init": str(config.init), "mode": config.mode,
+            "settings": settings, "sizes": sizes,
+            "final_train_loss": float(history.history["loss"][-1]),
+            "train_seconds": round(train_seconds, 1), "eval_seconds": round(eval_seconds, 1)}
 
 
 def evaluate_run(run_dir, task=None, split="test", data_dir=None, max_eval_examples=None,

@@ -33,7 +33,10 @@ def test_finetune_writes_metrics_logs_and_model(tmp_path):
     assert list((tmp_path / "logs").rglob("events.out.tfevents.*"))
     model = keras.saving.load_model(tmp_path / "model.keras")
     assert model.output_shape == (None, 2)
-    assert (tmp_path / "vocab.txt").read_text().split("\n")[0] == "[PAD]"
+    assert model.preprocessor.tokenizer.get_vocabulary()[0] == "[PAD]"
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["task"] == "toy" and info["label_names"] is None
+    assert info["settings"] == saved["settings"] and info["settings"]["sequence_length"] == 16
 
 
 @pytest.mark.slow

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from kbert.data.tasks.pipeline import make_dataset
-from kbert.text import BertPreprocessor, BertTokenizer
+from kbert.tasks import get_spec
 from kbert.training import finetune, make_optimizer
-from kbert.training.finetune import evaluate
 from kbert.training.optimizer import LossScaleOptimizer
 from kbert.training.precision import dtype_policy
 from tests.tasks.test_finetune import toy_task
@@ -45,9 +44,7 @@ def test_finetune_computes_in_half_precision_with_float32_weights(tmp_path, prec
     model = keras.saving.load_model(tmp_path / "model.keras")
     assert {layer.dtype_policy.name for layer in model.layers if layer.weights} == {policy}
     assert {w.dtype for w in model.weights} == {"float32"}
-    preprocessor = BertPreprocessor(BertTokenizer(tmp_path / "vocab.txt", lowercase=True),
-                                    sequence_length=16)
-    inputs, _ = next(iter(make_dataset(task.splits["test"], preprocessor, 8)))
+    inputs, _ = next(iter(make_dataset(task.splits["test"], model.preprocessor, 8)))
     assert keras.backend.standardize_dtype(model(inputs).dtype) == policy[len("mixed_"):]
     # The saved weights give back the scores the trained model had.
-    assert evaluate(model, task.splits["test"], preprocessor, task) == metrics["test"]
+    assert get_spec(task).evaluate(model, task.splits["test"])[0] == metrics["test"]
