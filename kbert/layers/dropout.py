@@ -1,11 +1,11 @@
 """Dropout whose random bits come from a counter-based integer hash.
 
-Keras' dropout draws its mask from TensorFlow's stateless Philox generator. Compiled by XLA for
-a CPU, that generator costs about 200 ms per million values: more than the whole rest of a
-BERT-mini training step. A keep/drop decision does not need a cryptographic-strength stream.
-Here each element's 32 random bits are a keyed hash of its index: two rounds of a 32-bit
+Keras' dropout draws its mask from TensorFlow's stateless Philox generator, which XLA compiles
+for a CPU into something slower than the whole rest of a BERT-mini training step (the README's
+"Measured" section has the numbers). A keep/drop decision does not need a cryptographic-strength
+stream. Here each element's 32 random bits are a keyed hash of its index: two rounds of a 32-bit
 integer mixer (xor-shift-multiply, the "lowbias32" constants), a dozen vectorisable integer ops
-per element, about 300× cheaper under XLA. The key is derived from the layer's `SeedGenerator`
+per element. The key is derived from the layer's `SeedGenerator`
 state, which advances on every training call, so every step and every layer draws a fresh mask.
 
 Everything else is `keras.layers.Dropout`: an element is kept with probability 1 - rate and
