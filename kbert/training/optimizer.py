@@ -238,23 +238,46 @@ def no_decay_variables(model):
     return list(excluded.values())
 
 
+OPTIMIZERS = ("adamw", "lamb")
+"""What `make_optimizer(optimizer=...)` builds: kbert's `AdamW`, or `kbert.training.lamb.Lamb`."""
+
+
 def make_optimizer(learning_rate, total_steps, warmup_fraction=0.1, weight_decay=0.01,
                    clipnorm=1.0, beta_1=0.9, beta_2=0.999, epsilon=1e-6, model=None,
-                   loss_scale=False):
-    """BERT's AdamW for `total_steps` steps peaking at `learning_rate` (see module docstring),
-    wrapped in kbert's `LossScaleOptimizer` with `loss_scale` (float16 training).
+                   loss_scale=False, *, optimizer="adamw", warmup_steps=None, decay_power=1.0,
+                   gradient_accumulation_steps=1):
+    """BERT's optimizer for `total_steps` updates peaking at `learning_rate` (see module
+    docstring), wrapped in kbert's `LossScaleOptimizer` with `loss_scale` (float16 training).
+    Fine-tuning and pre-training both build theirs here.
 
     Weight decay skips LayerNorm and bias variables: when `model` is given, exactly the
     variables `no_decay_variables(model)` lists; otherwise by name (`gamma`, `beta`, `*bias`),
     which holds for every kbert layer. `clipnorm` is a global-norm clip (None: no clipping).
+
+    Pre-training's options: `optimizer` "adamw" or "lamb" (`weight_decay` is then LAMB's λ);
+    `warmup_steps` in updates instead of `warmup_fraction` of them (capped at `total_steps`);
+    `decay_power` of the polynomial decay (1: linear); `gradient_accumulation_steps` k sums k
+    batches per update, the schedule still counting updates.
     """
-    warmup_steps = int(round(warmup_fraction * total_steps))
-    schedule = WarmupPolynomialDecay(learning_rate, total_steps, warmup_steps)
-    optimizer = AdamW(
-        learning_rate=schedule, weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2,
-        epsilon=epsilon, global_clipnorm=clipnorm)
-    if model is not None:
-        optimizer.exclude_from_weight_decay(var_list=no_decay_variables(model))
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
+    if warmup_steps is None:
+        warmup_steps = int(round(warmup_fraction * total_steps))
     else:
-        optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY_NAMES))
-    return LossScaleOptimizer(optimizer) if loss_scale else optimizer
+        warmup_steps = min(int(warmup_steps), int(total_steps))
+    accumulation = gradient_accumulation_steps if gradient_accumulation_steps > 1 else None
+    schedule = WarmupPolynomialDecay(learning_rate, total_steps, warmup_steps, decay_power,
+                                     batches_per_step=accumulation or 1)
+    common = dict(learning_rate=schedule, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
+                  global_clipnorm=clipnorm, gradient_accumulation_steps=accumulation)
+    if optimizer == "lamb":
+        from kbert.training.lamb import Lamb  # lamb imports this module's mixins
+
+        built = Lamb(weight_decay_rate=weight_decay, **common)
+    else:
+        built = AdamW(weight_decay=weight_decay, **common)
+    if model is not None:
+        built.exclude_from_weight_decay(var_list=no_decay_variables(model))
+    else:
+        built.exclude_from_weight_decay(var_names=list(NO_DECAY_NAMES))
+    return LossScaleOptimizer(built) if loss_scale else built

@@ -45,9 +45,8 @@ import numpy as np
 from kbert.training.precision import needs_loss_scale
 from kbert.training.pretrain_config import PretrainConfig, default_max_predictions
 from kbert.training.pretrain_data import finish, most_frequent_baseline, pretraining_data
-from kbert.training.pretrain_optimizer import make_pretraining_optimizer
 
-__all__ = ["PretrainConfig", "pretrain", "make_pretraining_optimizer", "default_max_predictions"]
+__all__ = ["PretrainConfig", "pretrain", "default_max_predictions"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,12 +144,17 @@ def plan_steps(config, train_examples) -> StepPlan:
 
 
 def compile_model(config, model, strategy, total_steps):
-    """AdamW or LAMB on the run's schedule, compiled (with XLA when asked)."""
+    """AdamW or LAMB on the run's schedule (fine-tuning's builder, `make_optimizer`), compiled
+    (with XLA when asked)."""
+    from kbert.training.optimizer import make_optimizer
+
     with strategy.scope():
-        opt = make_pretraining_optimizer(
-            model, config.learning_rate, total_steps, config.optimizer, config.warmup_steps,
-            config.warmup_fraction, config.decay_power, config.weight_decay, config.clipnorm,
-            config.accumulation, loss_scale=needs_loss_scale(config.policy))
+        opt = make_optimizer(
+            config.learning_rate, total_steps, warmup_fraction=config.warmup_fraction,
+            weight_decay=config.weight_decay, clipnorm=config.clipnorm, model=model,
+            loss_scale=needs_loss_scale(config.policy), optimizer=config.optimizer,
+            warmup_steps=config.warmup_steps, decay_power=config.decay_power,
+            gradient_accumulation_steps=config.accumulation)
         model.compile(optimizer=opt, jit_compile=bool(config.jit_compile))
 
 

@@ -6,16 +6,12 @@ import numbers
 import os
 
 from kbert.config import BertConfig
+from kbert.text.masking import default_max_predictions
+from kbert.training.optimizer import OPTIMIZERS
 from kbert.training.precision import dtype_policy
 
-OPTIMIZERS = ("adamw", "lamb")
 CORPUS_FORMATS = ("auto", "sentences", "text")
 _MAY_BE_ZERO = ("warmup_steps", "checkpoint_every")
-
-
-def default_max_predictions(sequence_length, mask_rate=0.15):
-    """20 at length 128 (the paper's setting), else ceil(mask_rate · length)."""
-    return 20 if sequence_length == 128 else max(1, math.ceil(mask_rate * sequence_length))
 
 
 @dataclasses.dataclass

@@ -88,11 +88,11 @@ def test_no_weight_decay_on_layernorm_and_bias():
     from kbert.models.backbone import BertBackbone
     from kbert.models.pretrainer import BertPretrainer
     from kbert.training.optimizer import WarmupPolynomialDecay
-    from kbert.training.pretrain import make_pretraining_optimizer
+    from kbert.training.optimizer import make_optimizer
 
     model = BertPretrainer(BertBackbone(small_config()))
     for name in ("adamw", "lamb"):
-        opt = make_pretraining_optimizer(model, 1e-3, 100, optimizer=name, warmup_steps=10)
+        opt = make_optimizer(1e-3, 100, model=model, optimizer=name, warmup_steps=10)
         decayed = {v.path for v in model.trainable_variables if opt._use_weight_decay(v)}
         assert any("kernel" in p for p in decayed)
         assert not any(p.endswith(("bias", "gamma", "beta")) for p in decayed), decayed

@@ -54,7 +54,7 @@ def test_xla_matches_uncompiled():
     from kbert.config import BertConfig
     from kbert.models.backbone import BertBackbone
     from kbert.models.pretrainer import BertPretrainer
-    from kbert.training.pretrain import make_pretraining_optimizer
+    from kbert.training.optimizer import make_optimizer
 
     config = BertConfig(**dict(SMALL, hidden_dropout=0.0, attention_dropout=0.0))
     x, y, w = batch()
@@ -64,7 +64,7 @@ def test_xla_matches_uncompiled():
     for jit in (False, True):
         model = BertPretrainer(BertBackbone(config))
         model.set_weights(start)
-        model.compile(optimizer=make_pretraining_optimizer(model, 1e-3, 2, warmup_steps=0),
+        model.compile(optimizer=make_optimizer(1e-3, 2, model=model, warmup_steps=0),
                       jit_compile=jit)
         assert model.jit_compile is jit
         logits = model.predict_on_batch(x)
@@ -87,11 +87,11 @@ def test_float16_skipped_step_counts_as_a_step(accumulation):
     import keras
 
     from kbert.training.optimizer import LossScaleOptimizer
-    from kbert.training.pretrain import make_pretraining_optimizer
+    from kbert.training.optimizer import make_optimizer
 
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    opt = make_pretraining_optimizer(model, 1e-2, 10, warmup_steps=0, loss_scale=True,
-                                     gradient_accumulation_steps=accumulation)
+    opt = make_optimizer(1e-2, 10, model=model, warmup_steps=0, loss_scale=True,
+                         gradient_accumulation_steps=accumulation)
     assert isinstance(opt, LossScaleOptimizer)
     variables = model.trainable_variables
     opt.build(variables)
