@@ -26,6 +26,7 @@ import tensorflow as tf
 from kbert.atomic import atomic_directory
 from kbert.export import serving_ops
 from kbert.export.signatures import ServingModule
+from kbert.models.backbone import INPUT_KEYS
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 METADATA_FILE = "kbert_export.json"
@@ -81,6 +82,30 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
     base = pathlib.Path(os.path.abspath(os.fspath(export_dir)))
     if preprocessor is None:
         preprocessor = getattr(model, "preprocessor", None)
+    version, target = _version_directory(base, version, overwrite)
+    module = ServingModule(model, preprocessor, task=task, label_names=label_names,
+                           sentence_pair=sentence_pair, squad_version=squad_version,
+                           null_threshold=null_threshold)
+    base.mkdir(parents=True, exist_ok=True)
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix=".kbert-export-", dir=base))
+    try:
+        if preprocessor is not None:
+            module.vocabulary_file = _vocabulary_asset(preprocessor, scratch)
+        signatures = module.signatures()
+        with atomic_directory(target, overwrite=True) as staging:
+            tf.saved_model.save(module, str(staging), signatures=signatures)
+            _write_extras(staging / "assets.extra", module, model, preprocessor, version,
+                          warmup_texts, model_name=base.name)
+            if check_ops:
+                serving_ops.check_servable(staging)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
+
+
+def _version_directory(base, version, overwrite):
+    """(version, base/version): the next version by default; an existing one only with
+    `overwrite`, since TF Serving may be serving it."""
     if version is None:
         version = next_version(base)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
@@ -89,34 +114,26 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} already exists; TF Serving may be serving it. Pass "
                               "overwrite=True to replace it, or choose another version.")
+    return version, target
 
-    module = ServingModule(model, preprocessor, task=task, label_names=label_names,
-                           sentence_pair=sentence_pair, squad_version=squad_version,
-                           null_threshold=null_threshold)
-    base.mkdir(parents=True, exist_ok=True)
-    scratch = pathlib.Path(tempfile.mkdtemp(prefix=".kbert-export-", dir=base))
-    try:
-        if preprocessor is not None:
-            vocab = scratch / "vocab.txt"
-            vocab.write_text("\n".join(preprocessor.tokenizer.get_vocabulary()) + "\n",
-                             encoding="utf-8")
-            module.vocabulary_file = tf.saved_model.Asset(str(vocab))
-        signatures = module.signatures()
-        with atomic_directory(target, overwrite=True) as staging:
-            tf.saved_model.save(module, str(staging), signatures=signatures)
-            extra = staging / "assets.extra"
-            extra.mkdir()
-            texts = _warmup_texts(warmup_texts, module)
-            if texts:
-                write_warmup_requests(extra / WARMUP_FILE, module, texts, model_name=base.name)
-            (extra / METADATA_FILE).write_text(
-                json.dumps(_metadata(module, model, preprocessor, version, bool(texts)),
-                           indent=2), encoding="utf-8")
-            if check_ops:
-                serving_ops.check_servable(staging)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return target
+
+def _vocabulary_asset(preprocessor, scratch):
+    """The tokenizer's vocabulary as a SavedModel asset (written to assets/vocab.txt)."""
+    vocab = scratch / "vocab.txt"
+    vocab.write_text("\n".join(preprocessor.tokenizer.get_vocabulary()) + "\n",
+                     encoding="utf-8")
+    return tf.saved_model.Asset(str(vocab))
+
+
+def _write_extras(extra, module, model, preprocessor, version, warmup_texts, model_name):
+    """assets.extra/: the warm-up requests (if any) and the export's metadata."""
+    extra.mkdir()
+    texts = _warmup_texts(warmup_texts, module)
+    if texts:
+        write_warmup_requests(extra / WARMUP_FILE, module, texts, model_name=model_name)
+    (extra / METADATA_FILE).write_text(
+        json.dumps(_metadata(module, model, preprocessor, version, bool(texts)), indent=2),
+        encoding="utf-8")
 
 
 def _warmup_texts(warmup_texts, module):
@@ -179,10 +196,8 @@ def _metadata(module, model, preprocessor, version, warmup):
         "model_class": type(model).__name__,
         "task": module.task.name,
         "signatures": {
-            "serving_default": {"inputs": list(module.text_inputs) or ["token_ids",
-                                                                       "segment_ids",
-                                                                       "padding_mask"]},
-            "serve_token_ids": {"inputs": ["token_ids", "segment_ids", "padding_mask"]},
+            "serving_default": {"inputs": list(module.text_inputs or INPUT_KEYS)},
+            "serve_token_ids": {"inputs": list(INPUT_KEYS)},
         },
         "label_names": module.label_names,
         "num_choices": module.num_choices,
@@ -215,22 +230,41 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
       sentence_pair, task, version, warmup_texts, overwrite: as `export_saved_model`.
     Returns the version directory written.
     """
+    info, model = _load_model(pathlib.Path(model_path))
+    if isinstance(label_names, str):
+        label_names = [n.strip() for n in label_names.split(",") if n.strip()]
+    preprocessor = _preprocessor(model, vocabulary, lowercase, sequence_length)
+    if label_names is None and info.get("kind") == "classification":
+        label_names = info.get("label_names")
+    if sentence_pair is None:
+        sentence_pair = bool(info.get("sentence_pair"))
+    squad = {"squad_version": info.get("version", "1.1"),
+             "null_threshold": info.get("task_options", {}).get("null_threshold", 0.0)}
+    return export_saved_model(model, output_dir, preprocessor=preprocessor, version=version,
+                              label_names=label_names, warmup_texts=warmup_texts,
+                              sentence_pair=sentence_pair, task=task, overwrite=overwrite,
+                              **squad)
+
+
+def _load_model(model_path):
+    """(the run's run.json, its model) for a run directory; ({}, the model) for a .keras file."""
     import keras
 
     from kbert.runs import RunDirectory
-    from kbert.text import BertPreprocessor, BertTokenizer
 
-    model_path = pathlib.Path(model_path)
-    info = {}
     if model_path.is_dir():
         run = RunDirectory.open(model_path)
-        info, model = run.info, run.load_model()
-    elif model_path.is_file():
-        model = keras.saving.load_model(model_path, compile=False, safe_mode=True)
-    else:
-        raise FileNotFoundError(f"No run directory or saved Keras model at {model_path}.")
-    if isinstance(label_names, str):
-        label_names = [n.strip() for n in label_names.split(",") if n.strip()]
+        return run.info, run.load_model()
+    if model_path.is_file():
+        return {}, keras.saving.load_model(model_path, compile=False, safe_mode=True)
+    raise FileNotFoundError(f"No run directory or saved Keras model at {model_path}.")
+
+
+def _preprocessor(model, vocabulary, lowercase, sequence_length):
+    """The model's own preprocessor (repacked at `sequence_length` if given), or a
+    `BertPreprocessor` on `vocabulary` when one is named."""
+    from kbert.text import BertPreprocessor, BertTokenizer
+
     preprocessor = getattr(model, "preprocessor", None)
     if vocabulary is not None:
         if pathlib.Path(os.fspath(vocabulary)).is_file():  # a vocab.txt
@@ -242,13 +276,4 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
     elif preprocessor is not None and sequence_length is not None:
         preprocessor = type(preprocessor).from_config(
             {**preprocessor.get_config(), "sequence_length": sequence_length})
-    if label_names is None and info.get("kind") == "classification":
-        label_names = info.get("label_names")
-    if sentence_pair is None:
-        sentence_pair = bool(info.get("sentence_pair"))
-    squad = {"squad_version": info.get("version", "1.1"),
-             "null_threshold": info.get("task_options", {}).get("null_threshold", 0.0)}
-    return export_saved_model(model, output_dir, preprocessor=preprocessor, version=version,
-                              label_names=label_names, warmup_texts=warmup_texts,
-                              sentence_pair=sentence_pair, task=task, overwrite=overwrite,
-                              **squad)
+    return preprocessor

@@ -44,88 +44,14 @@ import importlib
 
 import tensorflow as tf
 
-TOKEN_KEYS = ("token_ids", "segment_ids", "padding_mask")
+from kbert.export.task_outputs import (choice_outputs, classifier_outputs, embedding_outputs,
+                                       feature_outputs, serve_entities, serve_spans,
+                                       span_outputs, token_outputs)
+from kbert.models.backbone import INPUT_KEYS
+from kbert.text.trim import trim_to_longest
+
+TOKEN_KEYS = INPUT_KEYS  # its earlier name here, still importable
 PREDICT_METHOD = "tensorflow/serving/predict"
-
-
-# --- outputs of each task -----------------------------------------------------------------
-
-def _classifier_outputs(outputs, features, label_names):
-    logits = tf.cast(outputs, tf.float32)
-    if logits.shape[-1] == 1:
-        return {"score": logits[:, 0]}
-    label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    return {"label_id": label_id, "label": tf.gather(label_names, label_id),
-            "probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits}
-
-
-def _choice_outputs(outputs, features, label_names):
-    logits = tf.cast(outputs, tf.float32)
-    return {"label_id": tf.argmax(logits, axis=-1, output_type=tf.int32),
-            "probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits}
-
-
-def _embedding_outputs(outputs, features, label_names):
-    sequence = tf.cast(outputs["sequence_output"], tf.float32)
-    mask = features["padding_mask"]
-    weights = tf.cast(mask, tf.float32)[:, :, tf.newaxis]
-    count = tf.maximum(tf.reduce_sum(weights, axis=1), 1.0)
-    return {"pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
-            "mean_pooled_output": tf.reduce_sum(sequence * weights, axis=1) / count,
-            "sequence_output": sequence, "padding_mask": mask}
-
-
-def _feature_outputs(outputs, features, label_names):
-    return {"features": tf.cast(outputs, tf.float32), "padding_mask": features["padding_mask"]}
-
-
-def _token_outputs(outputs, features, label_names):
-    logits = tf.cast(outputs, tf.float32)
-    label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    return {"label_id": label_id, "label": tf.gather(label_names, label_id),
-            "probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
-            "padding_mask": features["padding_mask"]}
-
-
-def _serve_entities(module, text):
-    """Raw text → words → the model's logits → entities, all in the graph. The export's
-    `BertPreprocessor` lends its tokenizer (already tracked) and sequence length."""
-    from kbert.text.entity_decoding import decode_entities
-    from kbert.text.token_preprocessor import BertTokenPreprocessor, split_words
-
-    pre = module.preprocessor
-    if not isinstance(pre, BertTokenPreprocessor):
-        pre = BertTokenPreprocessor(pre.tokenizer, pre.sequence_length)
-    words, starts, ends, text = split_words(text)
-    features = pre(words)
-    features = {k: features[k] for k in TOKEN_KEYS + ("word_index",)}
-    features = _trim(features) if module.trim_padding else features
-    logits = module.model({k: features[k] for k in TOKEN_KEYS}, training=False)
-    return decode_entities(tf.cast(logits, tf.float32), features["word_index"], starts, ends,
-                           text, module.label_names)
-
-
-def _span_outputs(outputs, features, label_names):
-    return {"start_logits": tf.cast(outputs["start_logits"], tf.float32),
-            "end_logits": tf.cast(outputs["end_logits"], tf.float32)}
-
-
-def _serve_spans(module, question, context):
-    """Question + context → windows → the model's logits → one answer per question, all in
-    the graph. A `BertPreprocessor` export lends its tokenizer (already tracked) and sequence
-    length; the windows then use run_squad.py's stride 128 and 64-token questions."""
-    from kbert.text.span_decoding import decode_spans
-    from kbert.text.span_preprocessor import BertSpanPreprocessor
-
-    pre = module.preprocessor
-    if not isinstance(pre, BertSpanPreprocessor):
-        pre = BertSpanPreprocessor(pre.tokenizer, pre.sequence_length)
-    windows = pre(question, context)
-    features = {k: windows[k] for k in TOKEN_KEYS}
-    features = _trim(features) if module.trim_padding else features
-    logits = _span_outputs(module.model(features, training=False), features, None)
-    return decode_spans(logits["start_logits"], logits["end_logits"], windows, context,
-                        module.squad_version, null_threshold=module.null_threshold)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,14 +70,14 @@ class Task:
 
 
 TASKS = {
-    "classifier": Task("classifier", "text", _classifier_outputs, classes=True),
-    "multiple_choice": Task("multiple_choice", "choices", _choice_outputs),
-    "backbone": Task("backbone", "text", _embedding_outputs),
-    "feature_extractor": Task("feature_extractor", "text", _feature_outputs),
-    "token_classifier": Task("token_classifier", "text", _token_outputs, classes=True,
-                             serve_text=_serve_entities),
-    "span_labeler": Task("span_labeler", "question_context", _span_outputs,
-                         serve_text=_serve_spans),
+    "classifier": Task("classifier", "text", classifier_outputs, classes=True),
+    "multiple_choice": Task("multiple_choice", "choices", choice_outputs),
+    "backbone": Task("backbone", "text", embedding_outputs),
+    "feature_extractor": Task("feature_extractor", "text", feature_outputs),
+    "token_classifier": Task("token_classifier", "text", token_outputs, classes=True,
+                             serve_text=serve_entities),
+    "span_labeler": Task("span_labeler", "question_context", span_outputs,
+                         serve_text=serve_spans),
 }
 
 # Model class → task. Most specific classes first; classes missing from this kbert are skipped.
@@ -200,11 +126,26 @@ def _num_classes(model):
     return int(shape[-1])
 
 
-def _trim(features):
-    """Cuts padding beyond the longest sequence of the batch (at least one position)."""
-    longest = tf.reduce_max(tf.reduce_sum(features["padding_mask"], axis=-1))
-    length = tf.maximum(longest, 1)
-    return {k: v[..., :length] for k, v in features.items()}
+def _label_names(task, model, label_names):
+    """A classifier's class names, as strings in id order, checked against the model (default:
+    "0", "1", ...; a token classifier's own IOB tags); None for the other tasks."""
+    if not task.classes:
+        if label_names is not None:
+            raise ValueError(f"label_names apply to classifiers, not to a {task.name}.")
+        return None
+    num_classes = _num_classes(model)
+    if label_names is None and task.serve_text is serve_entities:
+        label_names = getattr(model, "label_names", None)
+        if label_names is None:
+            raise ValueError("A token classifier's export needs label_names (its IOB "
+                             "tags, e.g. B-PER) to read entities off the tags.")
+    if label_names is None:
+        label_names = [str(i) for i in range(num_classes)]
+    label_names = [str(n) for n in label_names]
+    if num_classes > 1 and len(label_names) != num_classes:
+        raise ValueError(f"label_names has {len(label_names)} names for a model with "
+                         f"{num_classes} classes.")
+    return label_names
 
 
 class ServingModule(tf.Module):
@@ -238,49 +179,35 @@ class ServingModule(tf.Module):
             raise ValueError("sentence_pair does not apply to multiple choice: its inputs are "
                              "`text` and `choices`.")
         self.num_choices = _num_choices(model) if self.task.inputs == "choices" else None
-        self.label_names = None
-        if self.task.classes:
-            num_classes = _num_classes(model)
-            if label_names is None and self.task.serve_text is _serve_entities:
-                label_names = getattr(model, "label_names", None)
-                if label_names is None:
-                    raise ValueError("A token classifier's export needs label_names (its IOB "
-                                     "tags, e.g. B-PER) to read entities off the tags.")
-            if label_names is None:
-                label_names = [str(i) for i in range(num_classes)]
-            label_names = [str(n) for n in label_names]
-            if num_classes > 1 and len(label_names) != num_classes:
-                raise ValueError(f"label_names has {len(label_names)} names for a model with "
-                                 f"{num_classes} classes.")
-            self.label_names = label_names
-        elif label_names is not None:
-            raise ValueError(f"label_names apply to classifiers, not to a {self.task.name}.")
+        self.label_names = _label_names(self.task, model, label_names)
         self._label_table = tf.constant(self.label_names or [""], tf.string)
 
         seq = [None, self.num_choices, None] if self.num_choices else [None, None]
         self.serve_token_ids = tf.function(self._serve_token_ids, input_signature=[
-            tf.TensorSpec(seq, tf.int32, name=k) for k in TOKEN_KEYS])
-        self.serve_text = None
-        if preprocessor is not None:
-            if self.num_choices:
-                specs = [tf.TensorSpec([None], tf.string, name="text"),
-                         tf.TensorSpec([None, self.num_choices], tf.string, name="choices")]
-                fn = self._serve_choices
-            elif self.task.inputs == "question_context":
-                specs = [tf.TensorSpec([None], tf.string, name="question"),
-                         tf.TensorSpec([None], tf.string, name="context")]
-                fn = lambda question, context: self.task.serve_text(  # noqa: E731
-                    self, question, context)
-            elif self.sentence_pair:
-                specs = [tf.TensorSpec([None], tf.string, name="text"),
-                         tf.TensorSpec([None], tf.string, name="text_pair")]
-                fn = self._serve_pair
-            else:
-                specs = [tf.TensorSpec([None], tf.string, name="text")]
-                fn = self._serve_single
-                if self.task.serve_text is not None:
-                    fn = lambda text: self.task.serve_text(self, text)  # noqa: E731
-            self.serve_text = tf.function(fn, input_signature=specs)
+            tf.TensorSpec(seq, tf.int32, name=k) for k in INPUT_KEYS])
+        self.serve_text = None if preprocessor is None else self._text_function()
+
+    def _text_function(self):
+        """`serving_default`'s tf.function: the string inputs this task takes, and its graph."""
+        if self.num_choices:
+            specs = [tf.TensorSpec([None], tf.string, name="text"),
+                     tf.TensorSpec([None, self.num_choices], tf.string, name="choices")]
+            fn = self._serve_choices
+        elif self.task.inputs == "question_context":
+            specs = [tf.TensorSpec([None], tf.string, name="question"),
+                     tf.TensorSpec([None], tf.string, name="context")]
+            fn = lambda question, context: self.task.serve_text(  # noqa: E731
+                self, question, context)
+        elif self.sentence_pair:
+            specs = [tf.TensorSpec([None], tf.string, name="text"),
+                     tf.TensorSpec([None], tf.string, name="text_pair")]
+            fn = self._serve_pair
+        else:
+            specs = [tf.TensorSpec([None], tf.string, name="text")]
+            fn = self._serve_single
+            if self.task.serve_text is not None:
+                fn = lambda text: self.task.serve_text(self, text)  # noqa: E731
+        return tf.function(fn, input_signature=specs)
 
     @property
     def text_inputs(self):
@@ -318,8 +245,8 @@ class ServingModule(tf.Module):
 
     def _pack(self, inputs):
         packed = self.preprocessor(inputs)
-        packed = {k: packed[k] for k in TOKEN_KEYS}
-        return _trim(packed) if self.trim_padding else packed
+        packed = {k: packed[k] for k in INPUT_KEYS}
+        return trim_to_longest(packed) if self.trim_padding else packed
 
     def _serve_single(self, text):
         return self._run(self._pack(text))
