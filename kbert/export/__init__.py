@@ -4,8 +4,9 @@
 ...                           label_names=["negative", "positive"])   # → .../sentiment/1
 
 See `kbert.export.saved_model` (layout, atomic versioned writes, warm-up requests),
-`kbert.export.signatures` (inputs and outputs per model type) and `kbert.export.serving_ops`
-(the ops stock TensorFlow Serving has, and the check every export passes).
+`kbert.export.signatures` (inputs and outputs per model type), `kbert.export.task_outputs`
+(what each task's signatures compute) and `kbert.export.serving_ops` (the ops stock TensorFlow
+Serving has, and the check every export passes).
 """
 
 from kbert.export.saved_model import (export_from_cli, export_saved_model, existing_versions,
