@@ -23,9 +23,15 @@ class BertPretrainer(BertTask):
     `use_nsp=False` is the paper's "No NSP" ablation; a causal backbone
     (`BertBackbone(config, causal=True)`) with `use_nsp=False` and the next token as each
     position's target is the left-to-right LM ablation.
+
+    With a `preprocessor` (`kbert.text.BertMaskedLMPreprocessor`, as keras-hub's
+    `BertMaskedLM`), `fit` / `evaluate` take raw text, packed and masked afresh in the graph:
+    `fit(strings)` trains the masked LM alone, which needs `use_nsp=False`;
+    `fit((texts_a, texts_b), nsp_labels)` (0 IsNext, 1 NotNext) trains both heads. A mismatch
+    (NSP head without labels, labels without NSP head) is refused before training starts.
     """
 
-    def __init__(self, backbone: BertBackbone, use_nsp=True, **kwargs):
+    def __init__(self, backbone: BertBackbone, use_nsp=True, preprocessor=None, **kwargs):
         # === Layers ===
         config = backbone.config
         mlm_head = MaskedLMHead(
@@ -45,7 +51,8 @@ class BertPretrainer(BertTask):
         outputs = {"mlm": mlm_head(encoded["sequence_output"], inputs["masked_positions"])}
         if use_nsp:
             outputs["nsp"] = nsp_head(encoded["pooled_output"])
-        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        super().__init__(inputs=inputs, outputs=outputs, preprocessor=preprocessor,
+                         **kwargs)
 
         # === Config ===
         self.backbone = backbone
@@ -71,3 +78,34 @@ class BertPretrainer(BertTask):
 
     def task_config(self):
         return {"use_nsp": self.use_nsp}
+
+    # --- raw text: NSP labels must match the heads -------------------------------------------
+
+    def _check_nsp_labels(self, x, y):
+        """Raw text `x` with NSP labels `y` (or a dataset whose elements carry them) must
+        match `use_nsp`; packed inputs are left to Keras."""
+        if not self._raw(x):
+            return
+        spec = getattr(x, "element_spec", None)
+        labelled = y is not None or isinstance(spec, tuple)
+        if self.use_nsp and not labelled:
+            raise ValueError(
+                "This BertPretrainer has an NSP head (use_nsp=True), but the raw text came "
+                "without next-sentence labels. Give pairs and labels, fit((texts_a, texts_b), "
+                "labels) with 0 = IsNext, 1 = NotNext, or build it with use_nsp=False to train "
+                "the masked LM on plain strings.")
+        if not self.use_nsp and y is not None:
+            raise ValueError("This BertPretrainer has no NSP head (use_nsp=False): leave out "
+                             "y, the next-sentence labels.")
+
+    def fit(self, x=None, y=None, *args, **kwargs):
+        self._check_nsp_labels(x, y)
+        validation = kwargs.get("validation_data")
+        if validation is not None:
+            validation = validation if isinstance(validation, tuple) else (validation,)
+            self._check_nsp_labels(validation[0], validation[1] if len(validation) > 1 else None)
+        return super().fit(x, y, *args, **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        self._check_nsp_labels(x, y)
+        return super().evaluate(x, y, *args, **kwargs)
