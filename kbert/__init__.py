@@ -32,6 +32,7 @@ _PUBLIC = {
     "export": "kbert.export",
     "BertTokenizer": "kbert.text.tokenizer",
     "BertPreprocessor": "kbert.text.preprocessor",
+    "BertMaskedLMPreprocessor": "kbert.text.masked_lm_preprocessor",
     "BertSpanPreprocessor": "kbert.text.span_preprocessor",
     "BertTokenPreprocessor": "kbert.text.token_preprocessor",
     "train_vocabulary": "kbert.text.vocab",

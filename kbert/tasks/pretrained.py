@@ -9,6 +9,7 @@ _PREPROCESSORS = {
     "BertFeatureClassifier": ("kbert.text.preprocessor", "BertPreprocessor", 128),
     "BertSpanLabeler": ("kbert.text.span_preprocessor", "BertSpanPreprocessor", 384),
     "BertTokenClassifier": ("kbert.text.token_preprocessor", "BertTokenPreprocessor", 128),
+    "BertPretrainer": ("kbert.text.masked_lm_preprocessor", "BertMaskedLMPreprocessor", 128),
 }
 
 

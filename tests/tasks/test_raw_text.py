@@ -94,6 +94,18 @@ def test_a_single_string_is_refused_with_a_clear_error(backbone):
         model.predict("good film")
 
 
+def _a_classifier_run(tmp_path):
+    """A run directory holding a tiny classifier."""
+    from kbert.runs import RunDirectory
+
+    from kbert.config import BertConfig
+
+    model = BertClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=2)
+    RunDirectory(tmp_path / "run").save(model, {"task": "toy", "kind": "classification",
+                                                "settings": {}}, {})
+    return tmp_path / "run"
+
+
 @pytest.mark.slow
 def test_from_pretrained_builds_backbone_preprocessor_and_head(minilm_dir, tmp_path):
     model = BertClassifier.from_pretrained("minilm_l6_h384_uncased", num_classes=3,
@@ -105,7 +117,15 @@ def test_from_pretrained_builds_backbone_preprocessor_and_head(minilm_dir, tmp_p
     assert model.preprocessor.tokenizer.get_vocabulary() == (
         (minilm_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1])
     assert model.predict(["a great film"], verbose=0).shape == (1, 3)
-    with pytest.raises(TypeError, match="raw-text preprocessor"):
-        from kbert.models.pretrainer import BertPretrainer
+    from kbert.models.pretrainer import BertPretrainer
+    from kbert.text import BertMaskedLMPreprocessor
 
-        BertPretrainer.from_pretrained("tiny")
+    pretrainer = BertPretrainer.from_pretrained("tiny", use_nsp=False, sequence_length=32)
+    assert isinstance(pretrainer.preprocessor, BertMaskedLMPreprocessor)
+    run = _a_classifier_run(tmp_path)
+    loaded = BertClassifier.from_pretrained(run)  # a run is loaded as saved
+    assert isinstance(loaded, BertClassifier) and loaded.num_classes == 2
+    with pytest.raises(TypeError, match="holds a BertClassifier, not a BertPretrainer"):
+        BertPretrainer.from_pretrained(run)
+    with pytest.raises(ValueError, match="cannot apply"):
+        BertClassifier.from_pretrained(run, num_classes=3)
