@@ -7,9 +7,8 @@ from `kbert.evaluation.entities` (equal to seqeval's default mode).
 
 import numpy as np
 
+from kbert.models.backbone import INPUT_KEYS
 from kbert.tasks.spec import TaskSpec
-
-INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
 
 
 class ConllTask(TaskSpec):
@@ -107,14 +106,14 @@ class ConllTask(TaskSpec):
 
     def predict(self, model, text=None, **unused):
         """Entities ({"text", "type", "start", "end"}: character span) in raw `text`."""
+        import tensorflow as tf
+
         from kbert.text.entity_decoding import decode_entities
         from kbert.text.word_split import split_words
 
         if text is None:
             raise ValueError("A conll model needs text.")
         single = isinstance(text, str)
-        import tensorflow as tf
-
         words, starts, ends, clean = split_words(tf.constant([text] if single else list(text)))
         features = model.preprocessor(words)
         logits = model.predict_on_batch({k: features[k] for k in INPUT_KEYS})

@@ -8,9 +8,9 @@ export); EM / F1 are the official script's (`kbert.evaluation.squad`).
 
 import numpy as np
 
+from kbert.models.backbone import INPUT_KEYS
 from kbert.tasks.spec import EVAL_SEED, TaskSpec
 
-INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
 WINDOW_CHUNK = 2048  # questions windowed per graph call
 
 
