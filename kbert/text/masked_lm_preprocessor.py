@@ -19,11 +19,12 @@ import tensorflow as tf
 from kbert.text.datasets import batched_dataset
 from kbert.text.masking import MaskedLM, default_max_predictions, to_fit_arguments
 from kbert.text.preprocessor import BertPreprocessor
+from kbert.text.preprocessor_base import PreprocessorBase
 from kbert.text.trim import trim_to_longest
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertMaskedLMPreprocessor(keras.layers.Layer):
+class BertMaskedLMPreprocessor(PreprocessorBase):
     """Strings [batch] or a pair (a, b) of them → `(inputs, targets, sample_weights)` for
     `BertPretrainer`: `inputs` the backbone's three int32 [batch, sequence_length] tensors with
     the masked `token_ids`, plus `masked_positions` [batch, max_predictions]; `targets`
@@ -43,11 +44,7 @@ class BertMaskedLMPreprocessor(keras.layers.Layer):
 
     def __init__(self, tokenizer, sequence_length=128, mask_rate=0.15, max_predictions=None,
                  mask_token_rate=0.8, random_token_rate=0.1, seed=None, **kwargs):
-        kwargs.setdefault("trainable", False)
-        kwargs.setdefault("dtype", "int32")
-        super().__init__(**kwargs)
-        if isinstance(tokenizer, dict):
-            tokenizer = keras.saving.deserialize_keras_object(tokenizer)
+        super().__init__(tokenizer, **kwargs)
         for name, rate in (("mask_token_rate", mask_token_rate),
                            ("random_token_rate", random_token_rate)):
             if not 0.0 <= rate <= 1.0:
@@ -56,7 +53,6 @@ class BertMaskedLMPreprocessor(keras.layers.Layer):
             raise ValueError(f"mask_token_rate + random_token_rate must be at most 1, got "
                              f"{mask_token_rate} + {random_token_rate}.")
         self.packer = BertPreprocessor(tokenizer, sequence_length)  # checks both arguments
-        self.tokenizer = tokenizer
         self.sequence_length = int(sequence_length)
         self.mask_rate = float(mask_rate)
         self.max_predictions = int(max_predictions or default_max_predictions(
@@ -141,7 +137,6 @@ class BertMaskedLMPreprocessor(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update({
-            "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
             "sequence_length": self.sequence_length,
             "mask_rate": self.mask_rate,
             "max_predictions": self.max_predictions,
@@ -150,9 +145,3 @@ class BertMaskedLMPreprocessor(keras.layers.Layer):
             "seed": self.seed,
         })
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)

@@ -23,7 +23,7 @@ import keras
 import tensorflow as tf
 
 from kbert.text.datasets import batched_dataset
-from kbert.text.tokenizer import BertTokenizer
+from kbert.text.preprocessor_base import PreprocessorBase
 from kbert.text.trim import trim_to_longest
 
 TRUNCATIONS = ("longest_first", "waterfall")
@@ -45,7 +45,7 @@ def truncated_lengths(lengths, budget, truncate="longest_first"):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertPreprocessor(keras.layers.Layer):
+class BertPreprocessor(PreprocessorBase):
     """Strings [batch], or a pair (a, b) of them → {"token_ids", "segment_ids", "padding_mask"}.
 
     All outputs are int32 [batch, sequence_length]; `padding_mask` is 1 on real tokens.
@@ -60,13 +60,7 @@ class BertPreprocessor(keras.layers.Layer):
 
     def __init__(self, tokenizer, sequence_length=128, truncate="longest_first",
                  return_offsets=False, offset_unit="byte", **kwargs):
-        kwargs.setdefault("trainable", False)
-        kwargs.setdefault("dtype", "int32")
-        super().__init__(**kwargs)
-        if isinstance(tokenizer, dict):
-            tokenizer = keras.saving.deserialize_keras_object(tokenizer)
-        if not isinstance(tokenizer, BertTokenizer):
-            raise TypeError(f"BertPreprocessor needs a BertTokenizer, got {type(tokenizer)}.")
+        super().__init__(tokenizer, **kwargs)
         if truncate not in TRUNCATIONS:
             raise ValueError(f"truncate must be one of {TRUNCATIONS}, got {truncate!r}.")
         if offset_unit not in ("byte", "char"):
@@ -74,7 +68,6 @@ class BertPreprocessor(keras.layers.Layer):
         if int(sequence_length) < 3:
             raise ValueError(f"sequence_length must be at least 3 ([CLS] A [SEP] B [SEP] needs "
                              f"room), got {sequence_length}.")
-        self.tokenizer = tokenizer
         self.sequence_length = int(sequence_length)
         self.truncate = truncate
         self.return_offsets = bool(return_offsets)
@@ -180,16 +173,9 @@ class BertPreprocessor(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update({
-            "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
             "sequence_length": self.sequence_length,
             "truncate": self.truncate,
             "return_offsets": self.return_offsets,
             "offset_unit": self.offset_unit,
         })
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)

@@ -20,7 +20,7 @@ import keras
 import tensorflow as tf
 
 from kbert.text.datasets import batched_dataset
-from kbert.text.tokenizer import BertTokenizer
+from kbert.text.preprocessor_base import PreprocessorBase
 from kbert.text.trim import trim_to_longest
 
 WINDOW_KEYS = ("token_ids", "segment_ids", "padding_mask", "token_start", "token_end",
@@ -113,7 +113,7 @@ def _answer_chars(x, what, rows):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertSpanPreprocessor(keras.layers.Layer):
+class BertSpanPreprocessor(PreprocessorBase):
     """Questions and contexts (string [batch]), optionally answer character spans (int
     [batch], [start, end) in code points, -1 = no answer) → a dict of windows, W rows:
     int32 [W, sequence_length] `token_ids`, `segment_ids`, `padding_mask`, `token_start`,
@@ -130,19 +130,11 @@ class BertSpanPreprocessor(keras.layers.Layer):
 
     def __init__(self, tokenizer, sequence_length=384, doc_stride=128, max_query_length=64,
                  **kwargs):
-        kwargs.setdefault("trainable", False)
-        kwargs.setdefault("dtype", "int32")
-        super().__init__(**kwargs)
-        if isinstance(tokenizer, dict):
-            tokenizer = keras.saving.deserialize_keras_object(tokenizer)
-        if not isinstance(tokenizer, BertTokenizer):
-            raise TypeError(f"BertSpanPreprocessor needs a BertTokenizer, got "
-                            f"{type(tokenizer)}.")
+        super().__init__(tokenizer, **kwargs)
         check_lengths(int(sequence_length), int(max_query_length), int(doc_stride))
         # Keras would cast float answer positions to the layer's int32 dtype silently.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
-        self.tokenizer = tokenizer
         self.sequence_length = int(sequence_length)
         self.doc_stride = int(doc_stride)
         self.max_query_length = int(max_query_length)
@@ -260,13 +252,6 @@ class BertSpanPreprocessor(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
-                       "sequence_length": self.sequence_length, "doc_stride": self.doc_stride,
+        config.update({"sequence_length": self.sequence_length, "doc_stride": self.doc_stride,
                        "max_query_length": self.max_query_length})
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)

@@ -17,7 +17,7 @@ a sentence with no words is not an error here (a served request may be empty): i
 import keras
 import tensorflow as tf
 
-from kbert.text.tokenizer import BertTokenizer
+from kbert.text.preprocessor_base import PreprocessorBase
 from kbert.text.word_split import split_words
 
 __all__ = ["BertTokenPreprocessor", "split_words"]
@@ -44,7 +44,7 @@ def _first_sub_tokens(word_starts, token_starts):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertTokenPreprocessor(keras.layers.Layer):
+class BertTokenPreprocessor(PreprocessorBase):
     """Words (ragged string [batch, None]), optionally word labels (ragged int [batch, None])
     → int32 [batch, sequence_length] `token_ids`, `segment_ids` (all 0), `padding_mask`,
     `word_index` (the word a first sub-token begins, -1 elsewhere); with labels also
@@ -58,14 +58,7 @@ class BertTokenPreprocessor(keras.layers.Layer):
     """
 
     def __init__(self, tokenizer, sequence_length=128, **kwargs):
-        kwargs.setdefault("trainable", False)
-        kwargs.setdefault("dtype", "int32")
-        super().__init__(**kwargs)
-        if isinstance(tokenizer, dict):
-            tokenizer = keras.saving.deserialize_keras_object(tokenizer)
-        if not isinstance(tokenizer, BertTokenizer):
-            raise TypeError(f"BertTokenPreprocessor needs a BertTokenizer, got "
-                            f"{type(tokenizer)}.")
+        super().__init__(tokenizer, **kwargs)
         if int(sequence_length) < 3:
             raise ValueError(f"sequence_length must be at least 3 ([CLS] word [SEP]), got "
                              f"{sequence_length}.")
@@ -73,7 +66,6 @@ class BertTokenPreprocessor(keras.layers.Layer):
         # inputs as given, so that `_ragged` can check them.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
-        self.tokenizer = tokenizer
         self.sequence_length = int(sequence_length)
 
     def build(self, words_shape=None, labels_shape=None):
@@ -189,12 +181,5 @@ class BertTokenPreprocessor(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
-                       "sequence_length": self.sequence_length})
+        config.update({"sequence_length": self.sequence_length})
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)
