@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import re
 import sys
 
 import nbformat
@@ -11,10 +12,31 @@ from nbclient import NotebookClient
 NOTEBOOKS = pathlib.Path(__file__).parent.parent / "notebooks"
 EXPECTED = ["attention.ipynb", "ner.ipynb", "pretraining.ipynb", "question_answering.ipynb",
             "quickstart.ipynb", "serving.ipynb", "text_classification.ipynb"]
+# serving.ipynb exports an untrained head; every other notebook teaches a training job.
+TRAINING = [name for name in EXPECTED if name != "serving.ipynb"]
+
+
+def _code(name):
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
 
 
 def test_the_notebook_list_is_complete():
     assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", TRAINING)
+def test_notebook_trains_with_model_fit(name):
+    """The product promise: each job a notebook teaches is trained with the model's own `fit`."""
+    assert any(re.search(r"\w*model\.fit\(", source) for source in _code(name)), \
+        f"{name} trains no model with model.fit"
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_notebook_reads_the_budget(name):
+    """CI's small budget reaches every notebook; the full budget is the default."""
+    first = _code(name)[0]
+    assert 'SMALL = os.environ.get("KBERT_NOTEBOOK_BUDGET") == "small"' in first, name
 
 
 @pytest.mark.parametrize("name", EXPECTED)
