@@ -4,7 +4,7 @@ import keras
 
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
-from kbert.models.task import BertTask
+from kbert.models.task import BertTask, classification_defaults
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -57,14 +57,13 @@ class BertClassifier(BertTask):
 
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Compiles with the task's standard loss and metrics unless others are given."""
+        if not self.is_regression:
+            loss, metrics = classification_defaults(loss, metrics)
         if loss is None:
-            loss = (keras.losses.MeanSquaredError() if self.is_regression else
-                    keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            loss = keras.losses.MeanSquaredError()
         if metrics is None:
-            metrics = ([keras.metrics.MeanSquaredError("mse"),
-                        keras.metrics.PearsonCorrelation(name="pearson")]
-                       if self.is_regression else
-                       [keras.metrics.SparseCategoricalAccuracy("accuracy")])
+            metrics = [keras.metrics.MeanSquaredError("mse"),
+                       keras.metrics.PearsonCorrelation(name="pearson")]
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def task_config(self):

@@ -10,7 +10,7 @@ import keras
 
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
-from kbert.models.task import BertTask
+from kbert.models.task import BertTask, classification_defaults
 
 COMBINES = ("concat", "mean", "sum")
 
@@ -142,10 +142,7 @@ class BertFeatureClassifier(BertTask):
 
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Compiles with cross-entropy and `accuracy` unless others are given."""
-        if loss is None:
-            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        if metrics is None:
-            metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+        loss, metrics = classification_defaults(loss, metrics)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def task_config(self):

@@ -17,6 +17,16 @@ def _is_packed(x):
     return False
 
 
+def classification_defaults(loss=None, metrics=None):
+    """(loss, metrics) of a head that returns class logits: cross-entropy from the logits and
+    `accuracy`, where the caller gave none."""
+    if loss is None:
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if metrics is None:
+        metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+    return loss, metrics
+
+
 class BertTask(keras.Model):
     """Base of the task models: backbone + head, and optionally the preprocessor that turns raw
     text into the backbone's inputs.
