@@ -142,3 +142,29 @@ def test_conll_run_evaluates_predicts_and_serves_the_same_entities(tmp_path):
     assert [{"text": t, "type": k, "start": s, "end": e} for t, k, s, e in zip(
         *(served[f"entity_{n}"][0][:count] for n in ("text", "label", "start", "end")))
     ] == entities
+
+
+@pytest.mark.slow
+def test_vocab_convert_and_pretrain_in_new_processes(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(  # one sentence per line, blank line between documents
+        "\n".join(f"Sentence {i} of document {d} is about topic {d % 3}." for i in range(6))
+        for d in range(40)) + "\n")
+    out, _ = run(KBERT + ["vocab", "--corpus", corpus, "--size", "150",
+                          "--output", tmp_path / "vocab.txt"])
+    tokens = (tmp_path / "vocab.txt").read_text().splitlines()
+    assert tokens[0] == "[PAD]" and "document" in tokens and "Wrote" in out
+
+    run(KBERT + ["convert", "minilm_l6_h384_uncased", tmp_path / "google", "--to", "google"])
+    run(KBERT + ["convert", tmp_path / "google", tmp_path / "hf", "--to", "huggingface"])
+    assert (tmp_path / "hf" / "model.safetensors").is_file()
+
+    out, _ = run(KBERT + ["pretrain", "--preset", "tiny", "--corpus", corpus, "--steps", "2",
+                          "--batch-size", "4", "--sequence-length", "32",
+                          "--output", tmp_path / "pre"])
+    assert "held-out: mlm_accuracy" in out
+    # the pretrained weights start a fine-tuning run, in yet another process
+    run(KBERT + ["finetune", "--task", "sentiment", "--init", tmp_path / "pre" / "model",
+                 "--steps", "1", "--batch-size", "4", "--max-eval-examples", "8",
+                 "--output", tmp_path / "ft"])
+    assert json.loads((tmp_path / "ft" / "run.json").read_text())["task"] == "sentiment"

@@ -1,17 +1,20 @@
-"""A reduced quick start: the whole path from pretrained weights to answers from an export."""
+"""A reduced quick start, run as a user runs it (`kbert quickstart` in a new process): the whole
+path from pretrained weights to answers from an export."""
 
 import json
 
-from kbert.quickstart import LABELS, SENTENCES, quickstart
+from kbert.quickstart import LABELS, SENTENCES
+from tests.test_cli_processes import KBERT, run
 
 
 def test_quickstart_end_to_end(tmp_path):
-    summary = quickstart(output_dir=tmp_path / "run", export_dir=tmp_path / "served", steps=3,
-                         max_eval_examples=64, verbose=0)
-    assert summary["export"] == str(tmp_path / "served" / "1")
+    out, _ = run(KBERT + ["quickstart", "--steps", "3", "--max-eval-examples", "64",
+                          "--output", tmp_path / "run", "--export-dir", tmp_path / "served"])
     assert (tmp_path / "served" / "1" / "saved_model.pb").is_file()
     written = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert 0.0 <= written["dev"]["accuracy"] <= 1.0 and "test" in written
-    assert [a["text"] for a in summary["answers"]] == list(SENTENCES)
-    assert all(a["label"] in LABELS and 0.5 <= a["probability"] <= 1.0
-               for a in summary["answers"])
+    answers = [line.split(None, 2) for line in out.splitlines()
+               if line.strip().endswith(SENTENCES) and line.startswith("    ")]
+    assert [a[2] for a in answers] == list(SENTENCES)
+    assert all(a[0] in LABELS and 0.5 <= float(a[1]) <= 1.0 for a in answers)
+    assert f"SavedModel for TF Serving: {tmp_path / 'served' / '1'}" in out
