@@ -66,22 +66,8 @@ def write_tfrecords(documents, output_dir, vocabulary, lowercase=True, sequence_
     output_dir.mkdir(parents=True, exist_ok=True)
     staging = output_dir / ".staging"
     vocabulary = load_vocabulary(vocabulary)
-    # Pass 1: deal documents into staging text files (constant memory).
     buckets = num_shards or 64
-    staging.mkdir(exist_ok=True)
-    files = [open(staging / f"docs-{i:05d}.txt", "w", encoding="utf-8") for i in range(buckets)]
-    count = 0
-    try:
-        for count, document in enumerate(documents, 1):
-            f = files[(count - 1) % buckets]
-            for sentence in document:
-                sentence = " ".join(str(sentence).split())
-                if sentence:
-                    f.write(sentence + "\n")
-            f.write("\n")
-    finally:
-        for f in files:
-            f.close()
+    count = _stage_documents(documents, staging, buckets)
     if count == 0:
         shutil.rmtree(staging, ignore_errors=True)
         raise ValueError("write_tfrecords: the corpus has no documents.")
@@ -126,6 +112,26 @@ def write_tfrecords(documents, output_dir, vocabulary, lowercase=True, sequence_
     tmp.write_text(json.dumps(meta, indent=2))
     os.replace(tmp, output_dir / META)
     return meta
+
+
+def _stage_documents(documents, staging, buckets):
+    """Pass 1: deals the documents round-robin into `buckets` staging text files (one sentence
+    per line, a blank line after each document), in constant memory; returns their number."""
+    staging.mkdir(exist_ok=True)
+    files = [open(staging / f"docs-{i:05d}.txt", "w", encoding="utf-8") for i in range(buckets)]
+    count = 0
+    try:
+        for count, document in enumerate(documents, 1):
+            f = files[(count - 1) % buckets]
+            for sentence in document:
+                sentence = " ".join(str(sentence).split())
+                if sentence:
+                    f.write(sentence + "\n")
+            f.write("\n")
+    finally:
+        for f in files:
+            f.close()
+    return count
 
 
 def _write_shard(job):
