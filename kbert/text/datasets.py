@@ -78,13 +78,19 @@ def _cut(pad_to_multiple_of):
     return cut
 
 
+def bucket_edges(lengths, buckets=8):
+    """Boundaries for `bucket_by_sequence_length`: `buckets` groups split at the quantiles of
+    `lengths`, so each holds about as many rows."""
+    edges = np.quantile(lengths, np.linspace(0, 1, buckets + 1)[1:-1])
+    return sorted({int(e) + 1 for e in edges})
+
+
 def length_bucketed(arrays, padding_mask, batch_size, seed, pad_to_multiple_of=1, buckets=8):
     """An endless, shuffled tf.data of already-packed rows `arrays` = (inputs dict, *targets),
     batched with rows of similar length (`buckets` groups at the length quantiles), each batch
     cut to its longest row: less padding per step than random batches."""
     lengths = np.asarray(padding_mask).sum(-1)
-    edges = sorted({int(e) + 1 for e in
-                    np.quantile(lengths, np.linspace(0, 1, buckets + 1)[1:-1])})
+    edges = bucket_edges(lengths, buckets)
     dataset = tf.data.Dataset.from_tensor_slices(arrays)
     dataset = dataset.shuffle(len(lengths), seed=seed, reshuffle_each_iteration=True).repeat()
     dataset = dataset.bucket_by_sequence_length(

@@ -19,9 +19,10 @@ def _columns(examples, kind):
 
 
 def _bucket_boundaries(features, count=8):
+    from kbert.text.datasets import bucket_edges
+
     lengths = sum(np.char.str_len(f.astype(str)).reshape(len(f), -1).sum(-1) for f in features)
-    edges = np.quantile(lengths, np.linspace(0, 1, count + 1)[1:-1])
-    return sorted({int(e) + 1 for e in edges})
+    return bucket_edges(lengths, count)
 
 
 def make_dataset(examples, preprocessor, batch_size=32, kind="classification", shuffle=False,
