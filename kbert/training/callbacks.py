@@ -3,24 +3,21 @@ budget, and per-step TensorBoard scalars.
 
 Resuming works with `model.fit`'s epochs: `pretrain` makes one "epoch" of `checkpoint_every`
 steps, `StepCheckpoint` saves at every epoch end (the weights, the optimizer's variables —
-moments, iteration count, hence the learning-rate schedule's position — and the step), into a
-directory that appears whole or not at all (`kbert.atomic.atomic_directory`). After a crash,
-`restore_checkpoint` loads the last one and `fit(initial_epoch=step // checkpoint_every)` goes
-on, so a resumed run takes the same number of optimizer steps on the same schedule as an
-uninterrupted one.
+moments, iteration count, hence the learning-rate schedule's position — and the step), as a
+new checkpoint directory that appears whole or not at all, keeping the previous one
+(`kbert.training.checkpoints`). After a crash, `restore_checkpoint` loads the newest usable one
+and `fit(initial_epoch=state["epoch"])` goes on, so a resumed run takes the same number of
+optimizer steps on the same schedule as an uninterrupted one.
 """
 
-import json
 import os
 import pathlib
 import time
 
 import keras
 
-from kbert.atomic import atomic_directory
-
-WEIGHTS = "checkpoint.weights.h5"
-STATE = "state.json"
+from kbert.training.checkpoints import (STATE, WEIGHTS, CheckpointError,  # noqa: F401
+                                        restore_checkpoint, save_checkpoint)
 
 
 def _optimizer_step(model):
@@ -28,7 +25,8 @@ def _optimizer_step(model):
 
 
 class StepCheckpoint(keras.callbacks.Callback):
-    """Saves `directory/latest/` atomically at every epoch end (see module docstring).
+    """Saves `directory/step-N/` atomically at every epoch end, keeping the previous one
+    (see module docstring).
 
     `extra_state` (a dict or a zero-argument function returning one) is stored in state.json
     too. Under a multi-worker strategy every worker must call `save_weights` (it is a
@@ -54,21 +52,7 @@ class StepCheckpoint(keras.callbacks.Callback):
             with tempfile.TemporaryDirectory() as tmp:
                 self.model.save_weights(os.path.join(tmp, WEIGHTS))
             return
-        with atomic_directory(self.directory / "latest", owned_files=(WEIGHTS, STATE)) as stage:
-            self.model.save_weights(stage / WEIGHTS)
-            (stage / STATE).write_text(json.dumps(state, indent=2))
-
-
-def restore_checkpoint(directory, model):
-    """Loads `directory/latest/` into `model` (weights and optimizer) and returns its state
-    dict, or returns None when there is no checkpoint."""
-    latest = pathlib.Path(directory) / "latest"
-    if not (latest / STATE).is_file() or not (latest / WEIGHTS).is_file():
-        return None
-    if model.optimizer is not None and not model.optimizer.built:
-        model.optimizer.build(model.trainable_variables)
-    model.load_weights(latest / WEIGHTS)
-    return json.loads((latest / STATE).read_text())
+        save_checkpoint(self.directory, self.model, state)
 
 
 class StopAtStep(keras.callbacks.Callback):

@@ -17,9 +17,9 @@ What `kbert pretrain` calls, with the settings of a `PretrainConfig`
 4. trains with plain `model.fit`: dynamic masking (fresh masks every epoch), TensorBoard logs in
    OUTPUT/logs/ (`steps/`: per-step MLM/NSP loss and accuracy, learning rate, sequences/s;
    `train/`: Keras' epoch summaries and, on request, a profiler trace), a checkpoint every
-   `checkpoint_every` optimizer steps in OUTPUT/checkpoints/latest/ (written atomically);
-   rerunning the same call after a crash resumes from it and ends at the same step count on the
-   same schedule;
+   `checkpoint_every` optimizer steps in OUTPUT/checkpoints/step-N/ (written atomically, the
+   previous one kept; see `kbert.training.checkpoints`); rerunning the same call after a crash
+   resumes from the newest usable one and ends at the same step count on the same schedule;
 5. scores the held-out documents before (fresh runs) and after training and writes
    OUTPUT/metrics.json: `mlm_accuracy`, `nsp_accuracy`, their losses, the most-frequent-token
    baseline (`baseline_mlm_accuracy`: always predicting the training data's most frequent
@@ -83,7 +83,7 @@ def pretrain(output_dir=None, config=None, **kwargs):
     plan = plan_steps(config, data.train_examples)
     compile_model(config, model, strategy, plan.total_steps)
     run = _run_record(config, model, data.source, plan)
-    state, initial_epoch = resume(output, model, run)
+    state, initial_epoch = resume(output, model, run, chief)
     start_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     start_metrics = _start_metrics(output, model, data.heldout, config.nsp, state, chief)
 
@@ -178,18 +178,23 @@ RESUME_KEYS = ("total_steps", "batch_size", "sequence_length", "checkpoint_every
 """Settings a resumed run must share with its checkpoint: they fix the step schedule."""
 
 
-def resume(output, model, run):
-    """(state, initial_epoch): the latest checkpoint restored into `model`, or (None, 0)."""
-    from kbert.training.callbacks import restore_checkpoint
+def resume(output, model, run, chief=True):
+    """(state, initial_epoch): the newest usable checkpoint restored into `model`, or (None, 0).
 
-    state = restore_checkpoint(output / "checkpoints", model)
+    A damaged checkpoint falls back to the previous one with a warning; one whose state does
+    not fit this run (another run's settings, an epoch or step past this run's end) is an
+    error that names its state.json.
+    """
+    from kbert.training.checkpoints import check_run_state, restore_checkpoint
+
+    def validate(state, file):
+        check_run_state(state, file, run, RESUME_KEYS,
+                        epochs=-(-run["total_steps"] // run["checkpoint_every"]),
+                        total_steps=run["total_steps"])
+
+    state = restore_checkpoint(output / "checkpoints", model, validate=validate, clean=chief)
     if state is None:
         return None, 0
-    for key in RESUME_KEYS:
-        if key in state.get("run", {}) and state["run"][key] != run[key]:
-            raise ValueError(f"{output} holds a checkpoint of a run with {key}="
-                             f"{state['run'][key]}, not {run[key]}; use another output "
-                             "folder or the same settings to resume.")
     return state, int(state["epoch"])
 
 
