@@ -11,19 +11,22 @@ Layout (what `tensorflow_model_server --model_base_path=saved_models/NAME` reads
 Each version appears whole or not at all: it is written to a hidden staging directory beside
 it (`.<version>.*.tmp`, which the model server's version scan ignores: only all-digit names are
 versions) and renamed into place once complete and checked (every op must be one that stock
-TensorFlow Serving has; see `kbert.export.serving_ops`).
+TensorFlow Serving has; see `kbert.export.serving_ops`). Staging and scratch directories that
+a killed export left behind are removed by the next export into the same base directory
+(`kbert.atomic.clean_staging`; a running export's are left alone).
 """
 
 import json
 import os
 import pathlib
+import re
 import shutil
 import tempfile
 import warnings
 
 import tensorflow as tf
 
-from kbert.atomic import atomic_directory
+from kbert.atomic import atomic_directory, clean_staging, process_alive, staging_entries
 from kbert.export import serving_ops
 from kbert.export.signatures import ServingModule
 from kbert.models.backbone import INPUT_KEYS
@@ -38,18 +41,41 @@ DEFAULT_WARMUP_TEXTS = (
 )
 
 
+_SCRATCH = re.compile(r"^\.kbert-export-(?:(\d+)-)?[a-z0-9_]{8}$")
+
+
 def existing_versions(base_dir):
-    """The version numbers already under `base_dir` (all-digit directory names), sorted."""
+    """The versions under `base_dir`, sorted: all-digit directory names holding a
+    saved_model.pb (a digit-named folder of other files is no SavedModel)."""
     base = pathlib.Path(base_dir)
     if not base.is_dir():
         return []
-    return sorted(int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit())
+    return sorted(int(p.name) for p in base.iterdir()
+                  if p.name.isdigit() and (p / "saved_model.pb").is_file())
 
 
 def next_version(base_dir):
-    """One more than the highest existing version under `base_dir`; 1 for a new model."""
-    versions = existing_versions(base_dir)
-    return versions[-1] + 1 if versions else 1
+    """One more than the highest all-digit name under `base_dir` (a version or not: the new
+    version must not collide with it); 1 for a new model."""
+    base = pathlib.Path(base_dir)
+    taken = [int(p.name) for p in base.iterdir() if p.name.isdigit()] if base.is_dir() else []
+    return max(taken) + 1 if taken else 1
+
+
+def clean_export_staging(base_dir):
+    """Finishes or removes what killed exports left in `base_dir`: version staging
+    (`.<N>.*.tmp`, `.<N>.*.old`) and scratch (`.kbert-export-*`) of processes no longer
+    running. Returns the version directories an interrupted overwrite put back."""
+    base = pathlib.Path(base_dir)
+    versions = {name for _, name, _, _ in staging_entries(base) if name.isdigit()}
+    restored = clean_staging(base, names=versions) if versions else []
+    for entry in os.listdir(base) if base.is_dir() else []:
+        match = _SCRATCH.match(entry)
+        path = base / entry
+        if match and path.is_dir() and not path.is_symlink() and not (
+                match[1] and process_alive(int(match[1]))):
+            shutil.rmtree(path, ignore_errors=True)
+    return restored
 
 
 def export_saved_model(model, export_dir, preprocessor=None, version=None, label_names=None,
@@ -82,12 +108,13 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
     base = pathlib.Path(os.path.abspath(os.fspath(export_dir)))
     if preprocessor is None:
         preprocessor = getattr(model, "preprocessor", None)
+    clean_export_staging(base)
     version, target = _version_directory(base, version, overwrite)
     module = ServingModule(model, preprocessor, task=task, label_names=label_names,
                            sentence_pair=sentence_pair, squad_version=squad_version,
                            null_threshold=null_threshold)
     base.mkdir(parents=True, exist_ok=True)
-    scratch = pathlib.Path(tempfile.mkdtemp(prefix=".kbert-export-", dir=base))
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix=f".kbert-export-{os.getpid()}-", dir=base))
     try:
         if preprocessor is not None:
             module.vocabulary_file = _vocabulary_asset(preprocessor, scratch)
