@@ -26,6 +26,7 @@ from kbert.config import PRESETS, BertConfig
 from kbert.data import sources
 from kbert.models.backbone import BertBackbone
 from kbert.text.tokenizer import BertTokenizer, casing_from_checkpoint
+from kbert.text.tokenizer_files import MAX_CHARS_PER_WORD, max_chars_from_checkpoint
 
 WEIGHT_PRESETS = {
     "minilm_l6_h384_uncased": "minilm",  # preset name → artifact holding a HF BERT directory
@@ -125,12 +126,18 @@ def load_backbone(name, cls=BertBackbone, allow_pickle=False, require_weights=Fa
     return cls(preset.config, **kwargs)
 
 
-def load_tokenizer(name, cls=BertTokenizer, lowercase=None, **kwargs):
+def load_tokenizer(name, cls=BertTokenizer, lowercase=None, max_chars_per_word=None, **kwargs):
     """`cls` (a `BertTokenizer`) on the vocabulary of `name`; casing per
-    `casing_from_checkpoint` unless `lowercase` is given."""
+    `casing_from_checkpoint` and the word-length limit per `max_chars_from_checkpoint` unless
+    given. A size preset or a `BertConfig` only borrows a vocabulary: kbert's own (Google's)
+    limit."""
     preset = resolve_preset(name)
     lowercase = preset.lowercase if lowercase is None else lowercase
-    return cls(vocabulary=preset.vocabulary, lowercase=lowercase, **kwargs)
+    if max_chars_per_word is None:
+        max_chars_per_word = (MAX_CHARS_PER_WORD if preset.checkpoint is None
+                              else max_chars_from_checkpoint(preset.directory))
+    return cls(vocabulary=preset.vocabulary, lowercase=lowercase,
+               max_chars_per_word=max_chars_per_word, **kwargs)
 
 
 def load_backbone_and_tokenizer(name, dtype=None, vocabulary=None, allow_pickle=False,

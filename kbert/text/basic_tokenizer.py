@@ -19,7 +19,6 @@ import tensorflow_text as tf_text
 
 from kbert.text import unicode_tables
 
-MAX_CHARS_PER_WORD = 100  # Google's `max_input_chars_per_word`
 _NOT_FOUND = "\xff"  # never valid UTF-8, so never a real replacement string
 
 

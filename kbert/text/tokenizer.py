@@ -13,8 +13,9 @@ What it reproduces (Google's `tokenization.py`, `FullTokenizer`):
   4. Uncased only: `str.lower` (final-sigma rule included), NFD, and accents (Mn) stripped.
   5. Every punctuation character (Unicode P*, or ASCII 33-47, 58-64, 91-96, 123-126) becomes its
      own word; text split on spaces.
-  6. WordPiece: greedy longest-match-first with `##` continuation pieces; a word of more than 100
-     characters, or one that cannot be covered, becomes a single `[UNK]`.
+  6. WordPiece: greedy longest-match-first with `##` continuation pieces; a word of more than
+     `max_chars_per_word` characters (Google: 200; Hugging Face: 100), or one that cannot be
+     covered, becomes a single `[UNK]`.
 Typed text such as "[SEP]" is ordinary text ("[", "sep", "]"); special tokens are only ever added
 by `BertPreprocessor`. Character properties come from the running Python's `unicodedata`, as in
 Google's code (see `kbert.text.unicode_tables`); the one known difference, two rare spacing
@@ -27,77 +28,19 @@ character that survives normalization, so accents and invisible characters the n
 deleted after a word belong to that word.
 """
 
-import os
-import pathlib
-
 import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from kbert.text.basic_tokenizer import MAX_CHARS_PER_WORD, BasicTokenizer
+from kbert.text.basic_tokenizer import BasicTokenizer
+from kbert.text.tokenizer_files import (LEGACY_MAX_CHARS_PER_WORD, MAX_CHARS_PER_WORD,
+                                        SPECIAL_TOKENS, check_max_chars)
+# Still importable from here, where they lived before (kbert.presets, kbert.data, tests).
+from kbert.text.tokenizer_files import (casing_from_checkpoint, load_vocabulary,  # noqa: F401
+                                        max_chars_from_checkpoint)
 
-SPECIAL_TOKENS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
 _SUFFIX = "##"
 _LONG_WORD = " "  # words never hold spaces and vocab tokens never start with one: always [UNK]
-
-
-def load_vocabulary(vocabulary):
-    """A list of tokens from a vocab.txt path (one token per line) or an iterable of tokens."""
-    if isinstance(vocabulary, (str, os.PathLike)):
-        path = pathlib.Path(vocabulary)
-        if path.is_dir():
-            path = path / "vocab.txt"
-        if not path.is_file():
-            raise FileNotFoundError(f"BertTokenizer: no vocabulary file at {str(path)!r}.")
-        with open(path, encoding="utf-8") as f:
-            # Google strips each line; a final newline does not make an extra token.
-            tokens = [line.strip() for line in f.read().split("\n")]
-        if tokens and tokens[-1] == "":
-            tokens.pop()
-    else:
-        tokens = [t.decode("utf-8") if isinstance(t, bytes) else str(t) for t in vocabulary]
-    seen, dupes, empty = set(), [], []
-    for i, tok in enumerate(tokens):
-        if tok == "":
-            empty.append(i)
-        elif tok in seen:
-            dupes.append(tok)
-        seen.add(tok)
-    if empty:
-        raise ValueError(f"BertTokenizer: the vocabulary has empty tokens at ids {empty[:10]}.")
-    if dupes:
-        raise ValueError(f"BertTokenizer: the vocabulary repeats tokens {dupes[:10]}; "
-                         "each token needs exactly one id.")
-    missing = [t for t in SPECIAL_TOKENS.values() if t not in seen]
-    if missing:
-        raise ValueError(f"BertTokenizer: the vocabulary lacks the special tokens {missing}; "
-                         "BERT needs [PAD], [UNK], [CLS], [SEP] and [MASK].")
-    return tokens
-
-
-def casing_from_checkpoint(path):
-    """Whether the checkpoint at `path` was trained on lowercased text.
-
-    Order: `do_lower_case` in HF `tokenizer_config.json`; else `lowercase`/`do_lower_case` in a
-    kbert or Google config; else the Google directory naming convention (`uncased_L-12_...` vs
-    `cased_L-12_...`, also `bert-base-cased`); else True, since most BERT checkpoints are uncased.
-    """
-    import json
-
-    path = pathlib.Path(path)
-    for name in ("tokenizer_config.json", "kbert_tokenizer.json", "bert_config.json"):
-        f = path / name
-        if f.is_file():
-            cfg = json.loads(f.read_text(encoding="utf-8"))
-            for key in ("do_lower_case", "lowercase"):
-                if isinstance(cfg.get(key), bool):
-                    return cfg[key]
-    name = path.resolve().name.lower()
-    if "uncased" in name:
-        return True
-    if "cased" in name:
-        return False
-    return True
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -108,36 +51,43 @@ class BertTokenizer(keras.layers.Layer):
       vocabulary: path to a vocab.txt (or a directory holding one) or a list of tokens; the
         line number / list index is the id. Must contain [PAD], [UNK], [CLS], [SEP], [MASK].
       lowercase: True for uncased checkpoints (lowercase, NFD, strip accents).
+      max_chars_per_word: longer words (in characters, after normalization) become one [UNK].
+        Google's 200 by default; `from_pretrained` reads a checkpoint's own (Hugging Face: 100),
+        and a config saved before this argument existed means the 100 kbert used then.
     """
 
-    def __init__(self, vocabulary, lowercase=True, **kwargs):
+    def __init__(self, vocabulary, lowercase=True, max_chars_per_word=MAX_CHARS_PER_WORD,
+                 **kwargs):
         kwargs.setdefault("trainable", False)
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
         self._vocab = load_vocabulary(vocabulary)
         self.lowercase = bool(lowercase)
+        self.max_chars_per_word = check_max_chars(max_chars_per_word)
         self._index = {t: i for i, t in enumerate(self._vocab)}
         for name, token in SPECIAL_TOKENS.items():
             setattr(self, f"{name}_token_id", self._index[token])
 
         self._basic = BasicTokenizer(self.lowercase)
-        # Words are at most 100 characters (longer ones are replaced), i.e. at most 400 bytes.
+        # Longer words are replaced before WordPiece, so a word has at most 4 bytes per character.
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=self._vocab, suffix_indicator=_SUFFIX,
-            max_bytes_per_word=4 * MAX_CHARS_PER_WORD, token_out_type=tf.int32,
+            max_bytes_per_word=4 * self.max_chars_per_word, token_out_type=tf.int32,
             unknown_token=SPECIAL_TOKENS["unk"], no_pretokenization=True,
             support_detokenization=False)
         self._vocab_tensor = tf.constant(self._vocab)
 
     @classmethod
-    def from_pretrained(cls, path, lowercase=None, **kwargs):
+    def from_pretrained(cls, path, lowercase=None, max_chars_per_word=None, **kwargs):
         """Reads `vocab.txt` from a checkpoint directory or a name of `kbert.presets`; casing
-        per `casing_from_checkpoint` unless `lowercase` is given."""
+        per `casing_from_checkpoint` and the word limit per `max_chars_from_checkpoint` unless
+        given."""
         # The registry sits above text (it fetches and builds): a lazy import, one of the entry
         # points tests/test_layering.py allows.
         from kbert import presets
 
-        return presets.load_tokenizer(path, cls=cls, lowercase=lowercase, **kwargs)
+        return presets.load_tokenizer(path, cls=cls, lowercase=lowercase,
+                                      max_chars_per_word=max_chars_per_word, **kwargs)
 
     # --- vocabulary -------------------------------------------------------------------------
 
@@ -162,7 +112,8 @@ class BertTokenizer(keras.layers.Layer):
     def _words(self, normalized):
         """Normalized strings [batch] → words [batch, None] with byte offsets in `normalized`."""
         words, begin, end = self._basic.split(normalized)
-        too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
+        too_long = (tf.strings.length(words.flat_values, unit="UTF8_CHAR")
+                    > self.max_chars_per_word)
         words = words.with_flat_values(tf.where(too_long, _LONG_WORD, words.flat_values))
         return words, begin, end, too_long
 
@@ -258,5 +209,14 @@ class BertTokenizer(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"vocabulary": list(self._vocab), "lowercase": self.lowercase})
+        config.update({"vocabulary": list(self._vocab), "lowercase": self.lowercase,
+                       "max_chars_per_word": self.max_chars_per_word})
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        """A config without `max_chars_per_word` was saved by a kbert that cut words at 100
+        characters: keep that, so a saved model reads text as it was trained to."""
+        config = dict(config)
+        config.setdefault("max_chars_per_word", LEGACY_MAX_CHARS_PER_WORD)
+        return super().from_config(config)

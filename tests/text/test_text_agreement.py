@@ -27,7 +27,7 @@ POOLS = [
     "\ue000\U000f0000\u0378\U0001d16d\U0001d165",  # private use, unassigned, musical marks
 ]
 SNIPPETS = ["[SEP]", "[CLS] x [MASK]", "[UNK]", "##ing", "ΟΔΥΣΣΕΥΣ", "ΑΣ'Σ", "ΑΣ.ΒΣ", " ΣΑΣ ",
-            "x" * 100, "y" * 101, "é" * 100, "ä" * 101, "unaffable", "İstanbul", "straße",
+            "x" * 100, "y" * 101, "é" * 100, "ä" * 101, "z" * 200, "ö" * 201, "unaffable", "İstanbul", "straße",
             "don't", "U.S.A.", "e-mail", "3.14", "C++", "naïve café", "北京大学"]
 
 

@@ -48,9 +48,10 @@ def test_typed_special_tokens_are_ordinary_text(tok):
 
 def test_wordpiece_and_unknowns(tok):
     assert tokens(tok, "unaffable") == ["una", "##ffa", "##ble"]
-    assert tokens(tok, "a" * 100)[0] != "[UNK]"
-    assert tokens(tok, "a" * 101) == ["[UNK]"]
-    assert tokens(tok, "é" * 101) == ["[UNK]"]  # 101 characters (202 bytes) before accents go
+    assert tok.max_chars_per_word == 200  # Google's limit (boundaries: test_text_word_limit)
+    assert tokens(tok, "a" * 200)[0] != "[UNK]"
+    assert tokens(tok, "a" * 201) == ["[UNK]"]
+    assert tokens(tok, "é" * 201) == ["[UNK]"]  # 201 characters (402 bytes) before accents go
     assert tokens(tok, "\u2603\u2603") == ["[UNK]"]  # a word no piece covers is one [UNK]
 
 
@@ -127,7 +128,8 @@ def _normal(text, lowercase=True):
 @pytest.mark.parametrize("unit", ["byte", "char"])
 def test_offsets_point_at_the_right_substrings(tok, real_sentences, unit):
     texts = real_sentences[:400] + ["Héllo, wörld! café\u0301 [SEP] 中文 ΟΔΥΣΣΕΥΣ",
-                                    "a\x00b\u200bc  unaffable", "x" * 150 + " ok", ""]
+                                    "a\x00b\u200bc  unaffable", "x" * 150 + " ok",
+                                    "y" * 250 + "ü\u0301 ok", ""]
     ids, starts, ends = tok.tokenize_with_offsets(tf.constant(texts), unit=unit)
     assert ids.to_list() == tok(tf.constant(texts)).to_list()
     for text, row_ids, row_s, row_e in zip(texts, ids.to_list(), starts.to_list(),
@@ -163,6 +165,7 @@ def test_config_round_trip(cased_vocab):
     tok = BertTokenizer(cased_vocab[1], lowercase=False, name="tok")
     config = tok.get_config()
     assert config["lowercase"] is False and config["vocabulary"] == cased_vocab[0]
+    assert config["max_chars_per_word"] == 200
     again = BertTokenizer.from_config(config)
     text = tf.constant(["The Quick brown fox, naïvely."])
     assert again(text).to_list() == tok(text).to_list()
