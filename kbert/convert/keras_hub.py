@@ -184,3 +184,26 @@ def to_keras_hub(config: BertConfig, weights, *, allow_approximation: bool = Fal
             value = value.T
         variable.assign(value.reshape(tuple(variable.shape)))
     return backbone
+
+
+PRESET_FILES = (PRESET_CONFIG, PRESET_WEIGHTS, "metadata.json", "tokenizer.json",
+                "preprocessor.json", "task.json", "task.weights.h5", "assets")
+"""What keras-hub's `save_to_preset` writes: a directory holding only these is a previous
+preset, which a new one may replace without `overwrite`."""
+
+
+def write_keras_hub_preset(dest, config: BertConfig, weights, *, allow_approximation=False,
+                           overwrite=False):
+    """Writes canonical `weights` of `config` as a keras-hub preset directory `dest`; returns it.
+
+    The conversion runs first (`to_keras_hub`: a refused one raises before anything on disk
+    changes), then the preset is assembled beside `dest` and renamed into place once complete
+    (`kbert.atomic.atomic_directory`). An existing `dest` is replaced when it holds only a
+    previous preset's files; one with other files only with `overwrite=True`.
+    """
+    from kbert.atomic import atomic_directory
+
+    backbone = to_keras_hub(config, weights, allow_approximation=allow_approximation)
+    with atomic_directory(dest, owned_files=PRESET_FILES, overwrite=overwrite) as staging:
+        backbone.save_to_preset(str(staging))
+    return dest
