@@ -61,6 +61,17 @@ def test_four_byte_characters_reach_the_limit(limit):
     assert [len(ids) for ids in got] == [limit - 1, limit, 1]
 
 
+def test_the_limit_counts_characters_after_normalization(uncased_vocab):
+    """Uncased NFD splits a Hangul syllable into 3 jamo: 66 syllables are 198 characters to
+    WordPiece, 67 are 201 (Google counts the normalized word too)."""
+    tok = BertTokenizer(uncased_vocab)
+    ref = ReferenceTokenizer(uncased_vocab, True)
+    texts = ["\ud55c" * 66, "\ud55c" * 67]
+    got = tok(tf.constant(texts)).to_list()
+    assert got == [ref.encode(t) for t in texts]
+    assert len(got[0]) > 1 and got[1] == [tok.unk_token_id]
+
+
 def test_hugging_face_tokenizer_agrees_at_100(minilm_dir, uncased_vocab):
     """The real MiniLM directory: kbert reads its limit (100) and gives transformers' ids."""
     hf = transformers.BertTokenizerFast.from_pretrained(str(minilm_dir))
