@@ -61,7 +61,7 @@ def read_config(path):
             return BertConfig.from_google_config(directory / "bert_config.json")
         return BertConfig.from_hf_config(directory / "config.json")
     except ConfigError as e:
-        raise CheckpointError(f"{path}: {e}") from None
+        raise CheckpointError(str(e)) from None  # it names the file
 
 
 def load_backbone(cls, path, allow_pickle=False, **kwargs):

@@ -22,8 +22,8 @@ import numpy as np
 
 from kbert.atomic import atomic_directory
 from kbert.config import BertConfig, ConfigError
-from kbert.convert.weights import (CheckpointError, HEAD_GROUPS, check_shapes, check_weights,
-                                   expected_shapes)
+from kbert.convert.weights import (CheckpointError, HEAD_GROUPS, check_finite, check_shapes,
+                                   check_weights, expected_shapes)
 
 CONFIG_FILE = "bert_config.json"
 CHECKPOINT_NAME = "bert_model.ckpt"
@@ -120,9 +120,11 @@ def read_google_checkpoint(path) -> tuple[BertConfig, dict[str, np.ndarray]]:
     `bert_config.json` and `bert_model.ckpt.*`) or the checkpoint prefix itself, with
     `bert_config.json` beside it.
 
-    Returns the config and the canonical float32 weights; the pre-training heads are included
-    when the checkpoint has them. Raises `CheckpointError` for a missing or corrupt file and for
-    variables that do not fit the config (listing missing, unexpected and mis-shaped names).
+    Returns the config and the canonical float32 weights (any float dtype is converted; an
+    integer variable, or one holding NaN or infinity, is refused by name); the pre-training
+    heads are included when the checkpoint has them. Raises `CheckpointError` for a missing or
+    corrupt file and for variables that do not fit the config (listing missing, unexpected and
+    mis-shaped names).
     """
     directory, prefix = _resolve(path)
     config_path = os.path.join(directory, CONFIG_FILE)
@@ -131,7 +133,7 @@ def read_google_checkpoint(path) -> tuple[BertConfig, dict[str, np.ndarray]]:
     try:
         config = BertConfig.from_google_config(config_path)
     except ConfigError as e:
-        raise CheckpointError(f"{config_path}: {e}") from None
+        raise CheckpointError(str(e)) from None  # it names the file
     data_files = _data_files(prefix)
 
     tf = _tf()
@@ -160,7 +162,8 @@ def read_google_checkpoint(path) -> tuple[BertConfig, dict[str, np.ndarray]]:
         except Exception as e:  # the reader maps TF errors to assorted Python types
             raise CheckpointError(f"Cannot read {gname} from TF checkpoint data "
                                   f"{', '.join(data_files)}: {_first_line(e)}") from None
-        value = np.asarray(value, dtype=np.float32)
+        value = check_finite(np.asarray(value, dtype=np.float32), gname,
+                             f"TF checkpoint {prefix}")
         weights[name] = np.ascontiguousarray(value.T if transposed else value)
     check_weights(weights, config, source=f"TF checkpoint {prefix}")
     return config, weights

@@ -2,8 +2,11 @@
 
 Reading normalises the names that real checkpoints carry (a "bert." prefix, TF-era
 "gamma"/"beta", the `position_ids` buffer, the tied decoder copy) into the canonical format.
-Pickled PyTorch files (`pytorch_model.bin`) are refused unless the caller opts in: unpickling a
-file can run arbitrary code.
+Weights must be floating point: float32, float16, bfloat16 and float64 are read and converted
+to float32 (the canonical dtype); an integer or boolean tensor, or one holding NaN or infinity,
+is refused by name, never silently cast. A sharded checkpoint's index may only name shard files
+beside it. Pickled PyTorch files (`pytorch_model.bin`) are refused unless the caller opts in:
+unpickling a file can run arbitrary code.
 """
 
 import json
@@ -11,17 +14,21 @@ import pathlib
 import shutil
 
 import numpy as np
+import safetensors
 import safetensors.numpy
 
 from kbert.atomic import atomic_directory
 from kbert.config import BertConfig
-from kbert.convert.weights import CheckpointError, check_weights
+from kbert.convert.weights import CheckpointError, check_finite, check_weights
 
 _BUFFERS = ("embeddings.position_ids",)
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
+"""The dtypes a weight may have on disk; all are read as float32."""
+INDEX_FILE = "model.safetensors.index.json"
 
 
 def read_hf_checkpoint(path, allow_pickle=False):
-    """Returns (BertConfig, canonical weights) from a Hugging Face BERT directory."""
+    """Returns (BertConfig, canonical float32 weights) from a Hugging Face BERT directory."""
     path = pathlib.Path(path)
     if not (path / "config.json").is_file():
         raise CheckpointError(f"{path}: no config.json; not a Hugging Face model directory.")
@@ -33,18 +40,19 @@ def read_hf_checkpoint(path, allow_pickle=False):
 
 
 def _read_tensors(path: pathlib.Path, allow_pickle: bool) -> dict:
-    single, index = path / "model.safetensors", path / "model.safetensors.index.json"
-    try:
-        if single.is_file():
-            return safetensors.numpy.load_file(str(single))
-        if index.is_file():
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-            tensors = {}
-            for shard in shards:
-                tensors.update(safetensors.numpy.load_file(str(path / shard)))
-            return tensors
-    except (OSError, ValueError, KeyError, safetensors.SafetensorError) as e:
-        raise CheckpointError(f"{path}: cannot read the safetensors weights: {e}") from None
+    single, index = path / "model.safetensors", path / INDEX_FILE
+    if single.is_file() or index.is_file():
+        files = [single] if single.is_file() else shard_files(index)
+        tensors = {}
+        for file in files:
+            try:
+                tensors.update(safetensors.numpy.load_file(str(file)))
+            except (OSError, ValueError, safetensors.SafetensorError) as e:
+                raise CheckpointError(f"{file}: cannot read the safetensors weights: "
+                                      f"{e}") from None
+        if index.is_file() and not single.is_file():
+            _check_index_names(index, tensors)
+        return tensors
     pickled = path / "pytorch_model.bin"
     if pickled.is_file():
         if not allow_pickle:
@@ -54,21 +62,64 @@ def _read_tensors(path: pathlib.Path, allow_pickle: bool) -> dict:
         import torch  # only needed for this opt-in path
 
         state = torch.load(pickled, map_location="cpu", weights_only=True)
-        return {k: v.float().numpy() for k, v in state.items()}
+        return {k: (v.float() if v.is_floating_point() else v).numpy() for k, v in state.items()}
     raise CheckpointError(f"{path}: no model.safetensors (or sharded index) found.")
+
+
+def shard_files(index: pathlib.Path) -> list[pathlib.Path]:
+    """The shard files a sharded checkpoint's index names. Its `weight_map` must map tensor
+    names to plain file names: a shard is looked up beside the index only, so an entry such as
+    "../x" or "/etc/x" cannot make the reader open a file outside the checkpoint."""
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError, AttributeError) as e:
+        raise CheckpointError(f"{index} is not a JSON object: {e}") from None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f"{index}: weight_map must be a non-empty object of tensor name "
+                              f"→ shard file name, got {type(weight_map).__name__}.")
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or not _plain_file_name(shard):
+            raise CheckpointError(
+                f"{index}: weight_map[{name!r}] = {shard!r} is not a file name; shards lie "
+                "beside the index (no folders, no '..', no absolute paths).")
+    files = [index.parent / shard for shard in sorted(set(weight_map.values()))]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise CheckpointError(f"{index} names shard file(s) that do not exist: "
+                              f"{', '.join(missing)}.")
+    return files
+
+
+def _plain_file_name(name: str) -> bool:
+    return (name not in ("", ".", "..") and "/" not in name and "\\" not in name
+            and "\0" not in name and ":" not in name)
+
+
+def _check_index_names(index, tensors):
+    """The shards must hold exactly the tensors the index lists."""
+    listed = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"])
+    unlisted, absent = sorted(set(tensors) - listed), sorted(listed - set(tensors))
+    if unlisted or absent:
+        raise CheckpointError(f"{index} does not match its shards: " + "; ".join(
+            f"{what}: {', '.join(names[:5])}" for what, names in
+            (("in no shard", absent), ("not in the index", unlisted)) if names) + ".")
 
 
 def _canonical_names(raw: dict, path) -> dict:
     weights = {}
-    for name, value in raw.items():
-        name = name.removeprefix("bert.")
+    for original, value in raw.items():
+        name = original.removeprefix("bert.")
         if name.endswith(".gamma"):
             name = name[: -len("gamma")] + "weight"
         elif name.endswith(".beta"):
             name = name[: -len("beta")] + "bias"
         if name in _BUFFERS:
             continue
-        weights[name] = np.asarray(value, dtype="float32")
+        value = np.asarray(value)
+        if value.dtype.name not in FLOAT_DTYPES:
+            raise CheckpointError(f"{path}: tensor {original!r} has dtype {value.dtype.name}; "
+                                  f"weights must be floating point ({', '.join(FLOAT_DTYPES)}).")
+        weights[name] = check_finite(value.astype("float32"), original, path)
     decoder = weights.pop("cls.predictions.decoder.weight", None)
     if decoder is not None and not np.array_equal(decoder, weights.get(
             "embeddings.word_embeddings.weight")):

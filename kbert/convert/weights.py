@@ -112,6 +112,19 @@ def check_shapes(found: Mapping[str, tuple], expected: Mapping[str, tuple], *,
     raise CheckpointError("\n".join(lines))
 
 
+def check_finite(value, name, source):
+    """`value` itself, unless it holds NaN or infinity: then `CheckpointError` naming the
+    tensor and how many of its values are not finite (a diverged run saved, a corrupt file)."""
+    import numpy as np
+
+    finite = np.isfinite(value)
+    if not finite.all():
+        bad = int(finite.size - np.count_nonzero(finite))
+        raise CheckpointError(f"{source}: tensor {name!r} holds {bad:,} NaN or infinite "
+                              f"value(s) of {finite.size:,}.")
+    return value
+
+
 def _describe(config: BertConfig) -> str:
     return (f"a BERT with {config.num_layers} layers, hidden size {config.hidden_size}, "
             f"intermediate size {config.intermediate_size}, vocabulary "
