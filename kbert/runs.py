@@ -34,13 +34,35 @@ def _write_json(path, value):
 
 
 def _read_json(path):
+    """The JSON object in `path`; `RunError` naming the file for anything else."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise RunError(f"{path} is not valid JSON: {error}.") from None
+    except RecursionError:
+        raise RunError(f"{path} is nested too deeply to be a kbert run file.") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise RunError(f"Cannot read {path}: {error}.") from None
     if not isinstance(value, dict):
         raise RunError(f"{path} does not hold a JSON object.")
     return value
+
+
+INFO_KEYS = {"task": str, "kind": str, "settings": dict}
+"""The keys every run.json holds, with their types; `task_options` and `data_dir`, when
+present, are an object and a string."""
+_OPTIONAL_INFO_KEYS = {"task_options": dict, "data_dir": str}
+
+
+def _check_info(info, path):
+    for key, kind in INFO_KEYS.items():
+        if key not in info:
+            raise RunError(f"{path} lacks {key!r}.")
+    for key, kind in {**INFO_KEYS, **_OPTIONAL_INFO_KEYS}.items():
+        if info.get(key) is not None and not isinstance(info[key], kind):
+            raise RunError(f"{path}: {key!r} must be a JSON "
+                           f"{'object' if kind is dict else 'string'}, got {info[key]!r}.")
+    return info
 
 
 class RunDirectory:
@@ -84,11 +106,7 @@ class RunDirectory:
 
     @property
     def info(self) -> dict:
-        info = _read_json(self.path / INFO_FILE)
-        for key in ("task", "kind", "settings"):
-            if key not in info:
-                raise RunError(f"{self.path / INFO_FILE} lacks {key!r}.")
-        return info
+        return _check_info(_read_json(self.path / INFO_FILE), self.path / INFO_FILE)
 
     @property
     def metrics(self) -> dict:

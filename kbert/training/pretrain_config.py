@@ -93,10 +93,13 @@ class PretrainConfig:
                                 ("warmup_fraction", 0, 1), ("weight_decay", 0, math.inf),
                                 ("decay_power", 0, math.inf)):
             _check_range(self, name, low, high)
-        if not _is_number(self.learning_rate) or self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate!r}.")
-        if self.clipnorm is not None and (not _is_number(self.clipnorm) or self.clipnorm <= 0):
-            raise ValueError(f"clipnorm must be positive or None, got {self.clipnorm!r}.")
+        if not _is_number(self.learning_rate) or not 0 < self.learning_rate < math.inf:
+            raise ValueError(f"learning_rate must be positive and finite, got "
+                             f"{self.learning_rate!r}.")
+        if self.clipnorm is not None and (not _is_number(self.clipnorm)
+                                          or not 0 < self.clipnorm < math.inf):
+            raise ValueError(f"clipnorm must be positive and finite, or None, got "
+                             f"{self.clipnorm!r}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}.")
         if self.corpus_format not in CORPUS_FORMATS:
@@ -105,6 +108,7 @@ class PretrainConfig:
         dtype_policy(self.mixed_precision)  # raises for an unknown name
         self._check_model()
         self._check_profile_batches()
+        self.model_config.check_sequence_length(self.sequence_length)
 
     def _check_model(self):
         if self.bert_config is not None and not isinstance(self.bert_config, BertConfig):
@@ -148,6 +152,13 @@ class PretrainConfig:
                                                                self.mask_rate)
 
     @property
+    def model_config(self) -> BertConfig:
+        """The shape of the model this run trains, read without building it."""
+        from kbert.presets import resolve_preset
+
+        return resolve_preset(self.model_name).config
+
+    @property
     def model_name(self):
         """What `kbert.presets` builds: the checkpoint, the config, or the preset."""
         return self.init or self.bert_config or self.preset
@@ -168,5 +179,5 @@ def _check_int(config, name, minimum):
 
 def _check_range(config, name, low, high):
     value = getattr(config, name)
-    if not _is_number(value) or not low <= value <= high:
+    if not _is_number(value) or not math.isfinite(value) or not low <= value <= high:
         raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}.")
