@@ -13,8 +13,12 @@ SQuAD spans, CoNLL tags) is a `kbert.tasks.TaskSpec` that this driver runs the s
 """
 
 import dataclasses
+import functools
+import inspect
 import math
+import numbers
 import os
+import shutil
 import pathlib
 import time
 import warnings
@@ -68,16 +72,26 @@ class FinetuneConfig:
     mixed_precision: str = None
 
     def __post_init__(self):
-        if self.steps is None and (self.epochs is None or self.epochs <= 0):
-            raise ValueError("Give a positive number of epochs or steps.")
-        for name in ("steps", "batch_size", "max_train_examples", "max_eval_examples",
-                     "sequence_length"):
+        """Every setting checked before any work starts (a bool is not a count, NaN is not
+        a rate); the model's own limits are checked by `_checked_spec`."""
+        counts = ("steps", "batch_size", "max_train_examples", "max_eval_examples",
+                  "sequence_length") + (("epochs",) if self.steps is None else ())
+        for name in counts:
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
+            if value is not None and not _is_count(value):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-        if self.learning_rate is not None and not 0 < self.learning_rate < math.inf:
-            raise ValueError(f"learning_rate must be a positive number, got "
+        if self.steps is None and self.epochs is None:
+            raise ValueError("Give a positive number of epochs or steps.")
+        if not _is_count(self.seed, minimum=0):
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}.")
+        if self.learning_rate is not None and not _in_range(self.learning_rate, 0, math.inf) \
+                or self.learning_rate == 0:
+            raise ValueError(f"learning_rate must be positive and finite, got "
                              f"{self.learning_rate!r}.")
+        for name, high in (("warmup_fraction", 1), ("weight_decay", math.inf)):
+            if not _in_range(getattr(self, name), 0, high):
+                raise ValueError(f"{name} must be a finite number in [0, {high}], got "
+                                 f"{getattr(self, name)!r}.")
         if self.mode not in ("finetune", "feature"):
             raise ValueError(f"mode must be 'finetune' or 'feature', got {self.mode!r}.")
 
@@ -126,6 +140,29 @@ def _callbacks(config, model, output_dir, total_steps):
     return callbacks
 
 
+def _no_unfinished_output(run):
+    """A failed `finetune` leaves no output directory that it created and that holds nothing
+    to resume from: one that is empty, or holds only TensorBoard logs, is removed; one with a
+    checkpoint (or anything else) stays."""
+    signature = inspect.signature(run)
+
+    @functools.wraps(run)
+    def wrapper(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs).arguments
+        config = bound.get("config")
+        output = pathlib.Path(config.output_dir if config is not None else bound.get(
+            "settings", {}).get("output_dir", FinetuneConfig.output_dir))
+        existed = output.exists()
+        try:
+            return run(*args, **kwargs)
+        except BaseException:
+            if not existed and output.is_dir() and {p.name for p in output.iterdir()} <= {"logs"}:
+                shutil.rmtree(output, ignore_errors=True)
+            raise
+    return wrapper
+
+
+@_no_unfinished_output
 def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **settings):
     """Fine-tunes on `task` (a name `kbert finetune --task` takes, a `kbert.data.tasks.Task`
     or a `TaskSpec`), evaluates it, and saves the run directory. `settings` are the fields of
@@ -182,7 +219,25 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     return metrics
 
 
+def _is_count(value, minimum=1):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and \
+        value >= minimum
+
+
+def _in_range(value, low, high):
+    """A real number (not a bool), finite, in [low, high]."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and \
+        math.isfinite(value) and low <= value <= high
+
+
 def _checked_spec(spec, config):
+    """The spec, once the settings fit it and the model: the mode, attention images, and a
+    sequence length within the model's positions (read from its config, before any weight
+    is built or data read)."""
+    from kbert.presets import resolve_preset
+
+    resolve_preset(config.init).config.check_sequence_length(
+        config.sequence_length or spec.sequence_length)
     if config.mode not in spec.modes:
         raise ValueError(f"Task {spec.name!r} supports mode {' or '.join(spec.modes)}, "
                          f"not {config.mode!r}.")
