@@ -5,6 +5,7 @@ Every boundary is compared with the transcription of Google's code (reference_to
 the same limit, and at 100 with Hugging Face's own tokenizer on the real MiniLM directory."""
 
 import json
+import zipfile
 
 import keras
 import pytest
@@ -141,9 +142,19 @@ def test_limit_round_trips_and_old_configs_keep_100(uncased_vocab, tmp_path):
     model.save(tmp_path / "tok.keras")
     loaded = keras.saving.load_model(tmp_path / "tok.keras", safe_mode=True)
     assert loaded.layers[-1].max_chars_per_word == 137
-    old = {k: v for k, v in BertTokenizer(uncased_vocab).get_config().items()
-           if k != "max_chars_per_word"}  # as kbert wrote it before the argument existed
-    again = BertTokenizer.from_config(old)
-    assert again.max_chars_per_word == 100
-    word = tf.constant(["x" * 150])
-    assert again(word).to_list() == [[again.unk_token_id]]
+    # A .keras file as kbert wrote it before the argument existed: no max_chars_per_word.
+    with zipfile.ZipFile(tmp_path / "tok.keras") as z:
+        files = {name: z.read(name) for name in z.namelist()}
+    config = json.loads(files["config.json"])
+    layer = next(layer for layer in config["config"]["layers"]
+                 if layer["class_name"] == "BertTokenizer")
+    del layer["config"]["max_chars_per_word"]
+    files["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(tmp_path / "old.keras", "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    old = keras.saving.load_model(tmp_path / "old.keras", safe_mode=True)
+    assert old.layers[-1].max_chars_per_word == 100
+    word = tf.constant(["x" * 120])  # over 100, within 137
+    assert old(word).to_list() == [[tok.unk_token_id]]
+    assert loaded(word).to_list() != [[tok.unk_token_id]]
