@@ -61,9 +61,9 @@ class BertTokenizer(keras.layers.Layer):
         kwargs.setdefault("trainable", False)
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
+        self.max_chars_per_word = check_max_chars(max_chars_per_word)
         self._vocab = load_vocabulary(vocabulary)
         self.lowercase = bool(lowercase)
-        self.max_chars_per_word = check_max_chars(max_chars_per_word)
         self._index = {t: i for i, t in enumerate(self._vocab)}
         for name, token in SPECIAL_TOKENS.items():
             setattr(self, f"{name}_token_id", self._index[token])
