@@ -9,7 +9,13 @@ Every export has two signatures, both with method name "tensorflow/serving/predi
   model runs, so short requests do not pay for the full `sequence_length`.
 * `serve_token_ids`: the model's own inputs, int32 `token_ids`, `segment_ids`, `padding_mask`
   ([batch, seq], or [batch, num_choices, seq] for multiple choice), for clients that tokenize
-  themselves. Same outputs.
+  themselves. Same outputs. Ids outside the vocabulary, segments outside the model's types, a
+  mask not 0/1, rows longer than the model's positions or inputs of different shapes get an
+  InvalidArgument error naming the input (`kbert.export.input_checks`).
+
+Work per request is bounded: each text is cut, before tokenization, to the bytes its kept
+tokens can come from (`kbert.text.preprocessor_base`), and a span labeler's context to its first
+`max_context_length` sub-tokens (`BertSpanPreprocessor`).
 
 Outputs, by task:
 * classifier: `label_id` int32 [batch], `label` string [batch] (from `label_names`, default
@@ -44,6 +50,7 @@ import importlib
 
 import tensorflow as tf
 
+from kbert.export.input_checks import check_preprocessor, check_token_inputs, model_limits
 from kbert.export.task_outputs import (choice_outputs, classifier_outputs, embedding_outputs,
                                        feature_outputs, serve_entities, serve_spans,
                                        span_outputs, token_outputs)
@@ -172,6 +179,9 @@ class ServingModule(tf.Module):
         # a session-based loader (TF Serving, `saved_model_cli run`) then restores one copy
         # while the graph reads the other: "Could not find variable ...".
         self.__dict__["model"] = model
+        self.__dict__["limits"] = model_limits(model)
+        if preprocessor is not None:
+            check_preprocessor(self.limits, preprocessor)
         # The preprocessor holds no variables, only lookup tables, which must be tracked.
         self.preprocessor = preprocessor
         self.sentence_pair = bool(sentence_pair)
@@ -240,8 +250,8 @@ class ServingModule(tf.Module):
         return self.task.outputs(outputs, features, self._label_table)
 
     def _serve_token_ids(self, token_ids, segment_ids, padding_mask):
-        return self._run({"token_ids": token_ids, "segment_ids": segment_ids,
-                          "padding_mask": padding_mask})
+        return self._run(check_token_inputs({"token_ids": token_ids, "segment_ids": segment_ids,
+                                             "padding_mask": padding_mask}, self.limits))
 
     def _pack(self, inputs):
         packed = self.preprocessor(inputs)

@@ -50,12 +50,12 @@ def serve_entities(module, text):
     """Raw text → words → the model's logits → entities, all in the graph. The export's
     `BertPreprocessor` lends its tokenizer (already tracked) and sequence length."""
     from kbert.text.entity_decoding import decode_entities
-    from kbert.text.token_preprocessor import BertTokenPreprocessor, split_words
+    from kbert.text.token_preprocessor import BertTokenPreprocessor
 
     pre = module.preprocessor
     if not isinstance(pre, BertTokenPreprocessor):
         pre = BertTokenPreprocessor(pre.tokenizer, pre.sequence_length)
-    words, starts, ends, text = split_words(text)
+    words, starts, ends, text = pre.split_text(text)
     features = pre(words)
     features = {k: features[k] for k in INPUT_KEYS + ("word_index",)}
     features = trim_to_longest(features) if module.trim_padding else features

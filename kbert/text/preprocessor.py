@@ -2,7 +2,8 @@
 
 Packs `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, gives A segment 0 and B segment 1, truncates
 to `sequence_length` and pads with [PAD]. Graph ops only, so it runs in tf.data, inside a model
-and in an exported serving signature.
+and in an exported serving signature. Each string is first cut to the bytes its kept tokens can
+come from (`kbert.text.preprocessor_base.cap_text`), so a huge input costs what a long one does.
 
 Truncation `"longest_first"` is Google's `_truncate_seq_pair`: drop tokens from the end of the
 longer segment, from B when they are equally long, until the pair fits. It has a closed form
@@ -97,12 +98,14 @@ class BertPreprocessor(PreprocessorBase):
         scalar = segments[0].shape.rank == 0
         if scalar:
             segments = [tf.expand_dims(s, 0) for s in segments]
+        budget = self.sequence_length - len(segments) - 1
+        # Only the bytes the kept tokens can come from are tokenized (PreprocessorBase.cap).
+        segments = [self.cap(s, budget) for s in segments]
         if self.return_offsets:
             tokenized = [self.tokenizer.tokenize_with_offsets(s, self.offset_unit)
                          for s in segments]
         else:
             tokenized = [(self.tokenizer(s),) for s in segments]
-        budget = self.sequence_length - len(segments) - 1
         keep = truncated_lengths([t[0].row_lengths() for t in tokenized], budget, self.truncate)
         parts = {"token_ids": [], "segment_ids": [], "start_offsets": [], "end_offsets": []}
         batch = tf.shape(segments[0], out_type=tf.int64)[0]

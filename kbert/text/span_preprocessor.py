@@ -14,6 +14,13 @@ so that ties break the same way (first window wins).
 
 Each input row gives one or more windows, so the outputs have W ≥ batch rows and
 `example_index` says which input row a window came from.
+
+Bounded work per input: a question is cut to the bytes its `max_query_length` sub-tokens can
+come from before tokenization (`PreprocessorBase.cap`). A context is not cut to one window, since
+it is windowed, but to its first `max_context_length` sub-tokens (default 4,096: 4.8 times the
+longest SQuAD v1.1 context, 853; 30 windows at 384/128), and its text to the bytes those can
+come from before tokenization. Answers beyond are not found; a served request of 16 MB then
+costs what one of ~3 MB does.
 """
 
 import keras
@@ -126,12 +133,16 @@ class BertSpanPreprocessor(PreprocessorBase):
     Args:
       tokenizer: a `BertTokenizer`.
       sequence_length, doc_stride, max_query_length: as in `squad_features`.
+      max_context_length: the sub-tokens of a context that are windowed (the rest is cut).
     """
 
     def __init__(self, tokenizer, sequence_length=384, doc_stride=128, max_query_length=64,
-                 **kwargs):
+                 max_context_length=4096, **kwargs):
         super().__init__(tokenizer, **kwargs)
         check_lengths(int(sequence_length), int(max_query_length), int(doc_stride))
+        if int(max_context_length) < 1:
+            raise ValueError(f"max_context_length must be positive, got {max_context_length}.")
+        self.max_context_length = int(max_context_length)
         # Keras would cast float answer positions to the layer's int32 dtype silently.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
@@ -151,10 +162,13 @@ class BertSpanPreprocessor(PreprocessorBase):
                                           message="questions and contexts differ in number")
         with tf.control_dependencies([check]):
             questions = tf.identity(questions)
-        question_ids = self.tokenizer(questions)[:, :self.max_query_length]
+        question_ids = self.tokenizer(self.cap(questions, self.max_query_length))
+        question_ids = question_ids[:, :self.max_query_length]
         # Rows often share a context (SQuAD: ~5 questions each): tokenize each one once.
         unique, which = tf.unique(contexts, out_idx=tf.int64)
-        ids, starts, ends = self.tokenizer.tokenize_with_offsets(unique, "char")
+        cut = self.cap(unique, self.max_context_length)
+        ids, starts, ends = (t[:, :self.max_context_length]
+                             for t in self.tokenizer.tokenize_with_offsets(cut, "char"))
         ids, starts, ends = (tf.gather(t, which) for t in (ids, starts, ends))
         n, q = ids.row_lengths(), question_ids.row_lengths()
         example, begin, length = window_plan(n, q, self.sequence_length, self.doc_stride)
@@ -253,5 +267,6 @@ class BertSpanPreprocessor(PreprocessorBase):
     def get_config(self):
         config = super().get_config()
         config.update({"sequence_length": self.sequence_length, "doc_stride": self.doc_stride,
-                       "max_query_length": self.max_query_length})
+                       "max_query_length": self.max_query_length,
+                       "max_context_length": self.max_context_length})
         return config

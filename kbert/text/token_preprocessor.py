@@ -9,9 +9,10 @@ tokens weight 0. A sentence is cut at `sequence_length - 2` sub-tokens; the word
 no first sub-token in the window (`word_index` never names them), which
 `kbert.text.entity_decoding` reads as "O".
 
-Raw text goes through `split_words` first (`kbert.text.word_split`). Unlike `conll_features`,
-a sentence with no words is not an error here (a served request may be empty): it packs to
-[CLS] [SEP].
+Raw text goes through `split_words` first (`kbert.text.word_split`; `split_text` cuts it first
+to the bytes the window's sub-tokens can come from, and `call` cuts the joined words the same
+way: `PreprocessorBase.cap`). Unlike `conll_features`, a sentence with no words is not an error
+here (a served request may be empty): it packs to [CLS] [SEP].
 """
 
 import keras
@@ -98,7 +99,8 @@ class BertTokenPreprocessor(PreprocessorBase):
         row_base = tf.gather(tf.concat([before, [tf.reduce_sum(chars)]], 0), words.row_splits)
         word_starts = words.with_flat_values(
             before - tf.gather(row_base, words.value_rowids()))
-        text = tf.strings.reduce_join(words, axis=-1, separator=" ")
+        text = self.cap(tf.strings.reduce_join(words, axis=-1, separator=" "),
+                        self.sequence_length - 2)
         ids, starts, _ = self.tokenizer.tokenize_with_offsets(text, "char")
         keep = tf.ragged.range(ids.row_lengths()) < self.sequence_length - 2
         ids, starts = tf.ragged.boolean_mask(ids, keep), tf.ragged.boolean_mask(starts, keep)
@@ -118,6 +120,11 @@ class BertTokenPreprocessor(PreprocessorBase):
         if labels is not None:
             out.update(self._labels(labels, words, word_index, pack))
         return {k: v[0] for k, v in out.items()} if single else out
+
+    def split_text(self, text):
+        """Raw strings [batch] → `split_words(text)`, the text first cut to the bytes the window's
+        sub-tokens can come from (what `serving_default` and `dataset` split)."""
+        return split_words(self.cap(text, self.sequence_length - 2))
 
     def _labels(self, labels, words, word_index, pack):
         labels, _ = self._ragged(labels, "labels", (tf.int32, tf.int64))
@@ -158,7 +165,7 @@ class BertTokenPreprocessor(PreprocessorBase):
 
         def pack(x, *rest):
             if not isinstance(x, tf.RaggedTensor) and x.shape.rank == 1:
-                x = split_words(x)[0]  # raw strings
+                x = self.split_text(x)[0]  # raw strings
             features = self(x, *rest)
             if not rest:
                 return ({k: features[k] for k in INPUT_KEYS},)
