@@ -187,23 +187,31 @@ def _out_of_memory_advice(args):
             f"e.g. {retry}.")
 
 
+USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, PermissionError,
+               IsADirectoryError, NotADirectoryError)
+"""What a user's input or files cause (kbert's errors subclass ValueError): one line on stderr
+and exit status 2, never a traceback."""
+
+
+def _user_error(command, error) -> int:
+    print(f"kbert {command}: error: {error}", file=sys.stderr)
+    return 2
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = parse(build_parser(), argv)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"kbert {argv[0]}: error: {error}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as error:
+        return _user_error(argv[0], error)
     try:
         return args.run(args)
-    except (FileNotFoundError, FileExistsError, ValueError) as error:
-        print(f"kbert {args.command}: error: {error}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as error:
+        return _user_error(args.command, error)
     except Exception as error:
         if getattr(args, "batch_size", None) is None or not _out_of_memory(error):
             raise
-        print(f"kbert {args.command}: error: {_out_of_memory_advice(args)}", file=sys.stderr)
-        return 2
+        return _user_error(args.command, _out_of_memory_advice(args))
 
 
 if __name__ == "__main__":

@@ -16,16 +16,33 @@ def add_config_options(parser, commands):
 
 
 def _read_config(path):
-    """The mapping in a YAML or JSON file (.json is read as JSON, anything else as YAML)."""
+    """The mapping in a YAML or JSON file (.json is read as JSON, anything else as YAML); a
+    `ValueError` naming the file for one that is missing, unreadable, malformed or nested
+    too deep."""
     import json
     import pathlib
 
     import yaml
 
-    text = pathlib.Path(path).read_text(encoding="utf-8")
-    values = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise ValueError(f"--config {path}: " + (
+            "is a directory, not a file." if path.is_dir() else "no such file."))
+    try:
+        text = path.read_text(encoding="utf-8")
+        values = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"--config {path}: cannot read it: {error}.") from None
+    except (ValueError, yaml.YAMLError) as error:
+        where = getattr(error, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        first = str(getattr(error, "problem", None) or error).splitlines()[0]
+        kind = "JSON" if path.suffix == ".json" else "YAML"
+        raise ValueError(f"--config {path} is not valid {kind}{line}: {first}.") from None
+    except RecursionError:
+        raise ValueError(f"--config {path} is nested too deeply to be a config file.") from None
     if not isinstance(values, dict):
-        raise ValueError(f"{path} must hold a mapping of option names to values.")
+        raise ValueError(f"--config {path} must hold a mapping of option names to values.")
     return values
 
 
@@ -47,6 +64,8 @@ def _one_value(action, value):
         raise ValueError(f"takes one value, not {value!r}")
     try:
         value = (action.type or str)(str(value))  # YAML reads 1e-4 as a string, 5 as an int
+    except argparse.ArgumentTypeError as error:  # the flag's own check says what it takes
+        raise ValueError(str(error)) from None
     except ValueError:
         kind = {int: "an integer", float: "a number"}.get(action.type, action.type.__name__)
         raise ValueError(f"takes {kind}, not {value!r}") from None

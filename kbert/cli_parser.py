@@ -4,6 +4,7 @@ options, help texts and examples. The functions that carry the commands out live
 part of the library."""
 
 import argparse
+import math
 
 from kbert.cli_config import add_config_options
 
@@ -12,7 +13,7 @@ FORMATS = ("huggingface", "google", "keras_hub")
 
 def build_parser(runs) -> argparse.ArgumentParser:
     """The whole `kbert` parser; `runs` maps each subcommand's name to its function."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kbert", description="BERT for Keras 3 and TensorFlow.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -23,6 +24,53 @@ def build_parser(runs) -> argparse.ArgumentParser:
         add(commands).set_defaults(run=runs[name])
     add_config_options(parser, commands)
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """Errors in one line, `kbert CMD: error: ...` (exit 2), pointing at --help instead of
+    printing the whole usage; the subcommands' parsers are of this class too."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def positive_int(text):
+    """argparse type: an integer ≥ 1 (a count, a size, a length), refused at parse time."""
+    return _integer(text, 1, "a positive integer")
+
+
+def non_negative_int(text):
+    """argparse type: an integer ≥ 0 (a seed; 0 = "never" for --checkpoint-every)."""
+    return _integer(text, 0, "a non-negative integer")
+
+
+def _integer(text, minimum, kind):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes an integer, not {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"takes {kind}, not {text!r}")
+    return value
+
+
+def positive_float(text):
+    """argparse type: a finite number > 0 (a learning rate; "nan" and "inf" are refused)."""
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"takes a positive number, not {text!r}")
+    return value
+
+
+def finite_float(text):
+    """argparse type: a finite number (Python's float() also takes "nan" and "inf")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a number, not {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"takes a finite number, not {text!r}")
+    return value
 
 
 def _subcommand(commands, name, help, description, examples):
@@ -64,7 +112,8 @@ def _vocab_parser(commands):
     vocab.add_argument("--corpus", nargs="+", metavar="FILE",
                        help="UTF-8 text files, one text per line (default: the built-in "
                             "Wikipedia lead sections)")
-    vocab.add_argument("--size", type=int, default=30522, help="target size (default 30522)")
+    vocab.add_argument("--size", type=positive_int, default=30522,
+                       help="target size (default 30522)")
     vocab.add_argument("--cased", action="store_true", help="keep case and accents")
     vocab.add_argument("--output", required=True, help="where to write vocab.txt")
     return vocab
@@ -96,22 +145,22 @@ def _pretrain_parser(commands):
     pretrain.add_argument("--corpus", help="text file, folder of .txt files, glob, or TFRecord "
                                            "folder (default: Wikipedia lead sections)")
     length = pretrain.add_mutually_exclusive_group(required=True)
-    length.add_argument("--steps", type=int)
-    length.add_argument("--epochs", type=int)
-    pretrain.add_argument("--batch-size", type=int, default=32)
-    pretrain.add_argument("--sequence-length", type=int, default=128)
-    pretrain.add_argument("--learning-rate", type=float, default=1e-4)
+    length.add_argument("--steps", type=positive_int)
+    length.add_argument("--epochs", type=positive_int)
+    pretrain.add_argument("--batch-size", type=positive_int, default=32)
+    pretrain.add_argument("--sequence-length", type=positive_int, default=128)
+    pretrain.add_argument("--learning-rate", type=positive_float, default=1e-4)
     pretrain.add_argument("--optimizer", choices=("adamw", "lamb"), default="adamw")
-    pretrain.add_argument("--gradient-accumulation-steps", type=int, default=1)
+    pretrain.add_argument("--gradient-accumulation-steps", type=positive_int, default=1)
     pretrain.add_argument("--mixed-precision", choices=("bf16", "fp16"))
     pretrain.add_argument("--xla", action="store_true", help="compile train steps with XLA")
-    pretrain.add_argument("--checkpoint-every", type=int, default=1000)
+    pretrain.add_argument("--checkpoint-every", type=non_negative_int, default=1000)
     pretrain.add_argument("--strategy", default=None,
                           help="default, mirrored, multi_worker (from TF_CONFIG), tpu[:NAME], "
                                "or auto")
     pretrain.add_argument("--whole-word", action="store_true", help="whole-word masking")
     pretrain.add_argument("--no-nsp", action="store_true", help="the paper's No-NSP ablation")
-    pretrain.add_argument("--seed", type=int, default=0)
+    pretrain.add_argument("--seed", type=non_negative_int, default=0)
     pretrain.add_argument("--profile-batches", type=_batch_range, default=None,
                           metavar="FIRST,LAST",
                           help="write a profiler trace of these batches to TensorBoard's "
@@ -143,20 +192,22 @@ def _finetune_parser(commands):
                                       "(default: minilm_l6_h384_uncased)")
     start.add_argument("--preset", help="train from random weights of this size preset "
                                         "(tiny, mini, small, medium, base, large)")
-    finetune.add_argument("--epochs", type=int, default=3)
-    finetune.add_argument("--steps", type=int, help="train this many steps instead of --epochs")
-    finetune.add_argument("--batch-size", type=int, default=32)
-    finetune.add_argument("--sequence-length", type=int,
+    finetune.add_argument("--epochs", type=positive_int, default=3)
+    finetune.add_argument("--steps", type=positive_int,
+                          help="train this many steps instead of --epochs")
+    finetune.add_argument("--batch-size", type=positive_int, default=32)
+    finetune.add_argument("--sequence-length", type=positive_int,
                           help="default 128 (SQuAD: 384)")
-    finetune.add_argument("--learning-rate", type=float,
+    finetune.add_argument("--learning-rate", type=positive_float,
                           help="peak learning rate (default 5e-5; 1e-3 for --mode feature)")
-    finetune.add_argument("--max-train-examples", type=int, help="train on a random subset")
-    finetune.add_argument("--max-eval-examples", type=int, help="score a fixed subset")
+    finetune.add_argument("--max-train-examples", type=positive_int,
+                          help="train on a random subset")
+    finetune.add_argument("--max-eval-examples", type=positive_int, help="score a fixed subset")
     finetune.add_argument("--mode", choices=("finetune", "feature"), default="finetune",
                           help="feature: frozen BERT, last four layers into a BiLSTM")
     finetune.add_argument("--data-dir", help="directory of a GLUE task's TSV files")
     _squad_options(finetune)
-    finetune.add_argument("--seed", type=int, default=0)
+    finetune.add_argument("--seed", type=non_negative_int, default=0)
     _finetune_extras(finetune)
     finetune.add_argument("--output", default="runs/finetune")
     return finetune
@@ -164,12 +215,12 @@ def _finetune_parser(commands):
 
 def _squad_options(finetune):
     """The options only SQuAD's windows and decoding read (others refuse them by name)."""
-    finetune.add_argument("--doc-stride", type=int,
+    finetune.add_argument("--doc-stride", type=positive_int,
                           help="SQuAD: sub-tokens between the starts of a context's windows "
                                "(default 128)")
-    finetune.add_argument("--max-query-length", type=int,
+    finetune.add_argument("--max-query-length", type=positive_int,
                           help="SQuAD: questions are cut to this many sub-tokens (default 64)")
-    finetune.add_argument("--null-threshold", type=float,
+    finetune.add_argument("--null-threshold", type=finite_float,
                           help="SQuAD v2.0: answer \"\" when the null score beats the best "
                                "span by more than this (default 0)")
 
@@ -200,7 +251,7 @@ def _evaluate_parser(commands):
     evaluate.add_argument("--split", choices=("train", "dev", "test"),
                           help="default: test (SQuAD: dev, its only public split)")
     evaluate.add_argument("--data-dir", help="directory of a GLUE task's TSV files")
-    evaluate.add_argument("--max-eval-examples", type=int, help="score a fixed subset")
+    evaluate.add_argument("--max-eval-examples", type=positive_int, help="score a fixed subset")
     evaluate.add_argument("--output", help="default: MODEL/eval_SPLIT")
     return evaluate
 
@@ -239,8 +290,9 @@ def _export_parser(commands):
     export.add_argument("--vocab", help="vocab.txt, checkpoint dir or weights preset "
                                         "for a model saved without one (default: the run's own)")
     export.add_argument("--cased", action="store_true", help="the vocabulary is cased")
-    export.add_argument("--sequence-length", type=int)
-    export.add_argument("--version", type=int, help="default: one more than the latest")
+    export.add_argument("--sequence-length", type=positive_int)
+    export.add_argument("--version", type=positive_int,
+                        help="default: one more than the latest")
     export.add_argument("--labels", help="comma-separated label names, in label-id order")
     export.add_argument("--pair", action="store_true",
                         help="inputs are text + text_pair (default: as the run was trained)")
@@ -260,8 +312,9 @@ def _quickstart_parser(commands):
         "and answer a few sentences through the export.",
         "  kbert quickstart\n"
         "  kbert quickstart --steps 50 --max-eval-examples 200   # a two-minute taste")
-    quick.add_argument("--steps", type=int, default=400, help="training steps (default 400)")
-    quick.add_argument("--max-eval-examples", type=int, help="score a fixed subset only")
+    quick.add_argument("--steps", type=positive_int, default=400,
+                       help="training steps (default 400)")
+    quick.add_argument("--max-eval-examples", type=positive_int, help="score a fixed subset only")
     quick.add_argument("--output", default="runs/quickstart")
     quick.add_argument("--export-dir", default="saved_models/sentiment")
     return quick
