@@ -40,10 +40,13 @@ class StepCheckpoint(keras.callbacks.Callback):
         self.is_chief = is_chief
 
     def on_epoch_end(self, epoch, logs=None):
-        self.save(epoch + 1)
+        self.save(epoch + 1, logs)
 
-    def save(self, epoch):
+    def save(self, epoch, logs=None):
         state = {"epoch": int(epoch), "step": _optimizer_step(self.model), "time": time.time()}
+        # The epoch's training metrics, for a run resumed after its last epoch.
+        state["logs"] = {k: float(v) for k, v in (logs or {}).items()
+                         if isinstance(v, (int, float)) or getattr(v, "shape", None) == ()}
         extra = self.extra_state() if callable(self.extra_state) else self.extra_state
         state.update(extra or {})
         if not self.is_chief:

@@ -27,6 +27,7 @@ import keras
 
 from kbert.runs import RunDirectory
 from kbert.tasks import EVAL_SEED, get_spec, subset
+from kbert.training import finetune_checkpoints as resumable
 from kbert.training.optimizer import make_optimizer
 from kbert.training.precision import dtype_policy, needs_loss_scale
 
@@ -117,14 +118,19 @@ def build_backbone(init, dtype=None):
     return load_backbone_and_tokenizer(init, dtype=dtype)
 
 
-def _fit(model, dataset, epochs, steps_per_epoch, callbacks, verbose):
+def _fit(model, dataset, plan, initial_epoch, callbacks, verbose):
+    """(history or None when the run had no steps left, seconds): the plan's epochs from
+    `initial_epoch` on."""
     start = time.perf_counter()
+    if initial_epoch >= plan.epochs:
+        return None, 0.0
     with warnings.catch_warnings():
         # Span and token heads do not use the pooler, so it gets no gradient: expected.
         warnings.filterwarnings("ignore", message=r"Gradients do not exist for variables "
                                 r"\['pooler/kernel', 'pooler/bias'\]")
-        history = model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
-                            callbacks=callbacks, verbose=verbose, shuffle=False)
+        history = model.fit(dataset, epochs=plan.epochs, steps_per_epoch=plan.steps_per_epoch,
+                            initial_epoch=initial_epoch, callbacks=callbacks, verbose=verbose,
+                            shuffle=False)
     return history, time.perf_counter() - start
 
 
@@ -186,21 +192,24 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     backbone, tokenizer = build_backbone(config.init, dtype=policy)
     sequence_length = config.sequence_length or spec.sequence_length
     model = spec.build(backbone, tokenizer, sequence_length, config.mode)
-    epochs, steps_per_epoch = 1, config.steps
-    if config.steps is None:
-        epochs = config.epochs
-        steps_per_epoch = max(1, math.ceil(spec.train_size(train, model) / config.batch_size))
-    total_steps = epochs * steps_per_epoch
+    plan = resumable.plan_steps(config, None if config.steps else max(
+        1, math.ceil(spec.train_size(train, model) / config.batch_size)))
+    total_steps = plan.total_steps
     model.compile(optimizer=make_optimizer(config.peak_learning_rate, total_steps,
                                            config.warmup_fraction, config.weight_decay,
                                            model=model, loss_scale=needs_loss_scale(policy)),
                   jit_compile=config.xla)
-    dataset = spec.train_dataset(model, train, config.batch_size, config.seed,
-                                 XLA_PAD_MULTIPLE if config.xla else 1)
     output_dir.mkdir(parents=True, exist_ok=True)
-    history, train_seconds = _fit(model, dataset, epochs, steps_per_epoch,
-                                  _callbacks(config, model, output_dir, total_steps),
-                                  config.verbose)
+    record = resumable.run_record(config, spec, sequence_length, plan)
+    state = resumable.resume(output_dir, model, record, plan)
+    # A resumed attempt draws a fresh data order from its start step (as pre-training does).
+    dataset = spec.train_dataset(model, train, config.batch_size,
+                                 config.seed + (state["step"] if state else 0),
+                                 XLA_PAD_MULTIPLE if config.xla else 1)
+    history, train_seconds = _fit(
+        model, dataset, plan, state["epoch"] if state else 0,
+        _callbacks(config, model, output_dir, total_steps)
+        + resumable.checkpoint_callbacks(output_dir, record, plan), config.verbose)
 
     start = time.perf_counter()
     results, predictions = {}, {}
@@ -211,11 +220,14 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
              "parameters": int(backbone.count_params()),
              "trainable_parameters": int(sum(math.prod(v.shape)
                                              for v in model.trainable_weights))}
-    metrics = _run_metrics(spec, config, results, settings, sizes, history,
-                           train_seconds, time.perf_counter() - start)
+    metrics = {**_run_metrics(spec, config, results, settings, sizes,
+                              resumable.final_train_loss(history, state), train_seconds,
+                              time.perf_counter() - start),
+               **resumable.step_counts(model, state)}
     info = {"task": spec.name, "kind": spec.kind, "settings": settings, **spec.info()}
     kept = {k: v for k, v in predictions.items() if v is not None}
     RunDirectory(output_dir).save(model, info, metrics, kept or None)
+    resumable.remove_checkpoints(output_dir)
     return metrics
 
 
@@ -247,14 +259,14 @@ def _checked_spec(spec, config):
     return spec
 
 
-def _run_metrics(spec, config, results, settings, sizes, history, train_seconds,
+def _run_metrics(spec, config, results, settings, sizes, final_loss, train_seconds,
                  eval_seconds):
     """What metrics.json holds: the final held-out metrics on top (test if there is one)."""
     final = "test" if "test" in results else "dev"
     return {**results[final], "eval_split": final, **results,
             "task": spec.name, "kind": spec.kind, "init": str(config.init), "mode": config.mode,
             "settings": settings, "sizes": sizes,
-            "final_train_loss": float(history.history["loss"][-1]),
+            "final_train_loss": None if final_loss is None else float(final_loss),
             "train_seconds": round(train_seconds, 1), "eval_seconds": round(eval_seconds, 1)}
 
 
