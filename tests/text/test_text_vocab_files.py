@@ -63,8 +63,12 @@ def test_google_style_file_reads_as_before(tmp_path):
 def test_cli_refuses_a_checkpoint_without_cls_and_sep(tmp_path):
     """What a user sees from `kbert finetune --init DIR` when DIR's vocab.txt is broken: one
     line naming the file and the missing tokens, exit status 2, no traceback."""
-    ckpt = tmp_path / "ckpt"
-    ckpt.mkdir()
+    import kbert
+
+    ckpt = tmp_path / "ckpt"  # a real (tiny) Hugging Face checkpoint with a broken vocab.txt
+    config = kbert.BertConfig(vocab_size=4, hidden_size=32, num_layers=1, num_heads=2,
+                              intermediate_size=64, max_position_embeddings=128)
+    kbert.convert.save_hf(kbert.BertBackbone(config), ckpt)
     _file(ckpt, "vocab.txt", "[PAD]\n[UNK]\n[MASK]\nthe\n")
     script = os.path.join(os.path.dirname(sys.executable), "kbert")
     kbert = [script] if os.path.isfile(script) else [sys.executable, "-m", "kbert.cli"]
