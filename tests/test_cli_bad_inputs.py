@@ -1,0 +1,144 @@
+"""Issue 23's CLI findings, run as a user runs them, in new processes: every bad flag, bad file
+and absurd setting ends in `kbert CMD: error: <one line>` naming the flag or file, exit status
+2, no traceback, and no output directory left behind.
+
+The cheap cases (they fail at parse time or on a file) and `kbert export` share one new
+process that calls `kbert.cli.main` (what the `kbert` script runs) once per command line;
+`kbert finetune --sequence-length 100000` runs the real script in its own process beside it."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import safetensors.numpy
+
+from kbert.config import BertConfig
+from kbert.convert import write_hf_checkpoint
+from kbert.convert.weights import expected_shapes
+
+_SCRIPT = os.path.join(os.path.dirname(sys.executable), "kbert")
+KBERT = [_SCRIPT] if os.path.isfile(_SCRIPT) else [sys.executable, "-m", "kbert.cli"]
+# TensorFlow's own C++ log lines, until the CLI silences them (another part of issue 23).
+_TF_LOG = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)")
+
+_DRIVER = """
+import contextlib, io, json, sys
+from kbert import cli
+from kbert.config import BertConfig
+from kbert.presets import load_backbone_and_tokenizer
+from kbert.runs import RunDirectory
+from kbert.tasks import get_spec
+
+# A run directory of a small random model (64 positions) for `kbert export`: no training needed.
+spec = get_spec("sentiment")
+backbone, tokenizer = load_backbone_and_tokenizer(BertConfig(
+    hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32, max_position_embeddings=64))
+info = {"task": spec.name, "kind": spec.kind, "settings": {}, **spec.info()}
+RunDirectory(sys.argv[2]).save(spec.build(backbone, tokenizer, 32, "finetune"), info, {})
+results = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(argv)
+        except SystemExit as exit:
+            code = exit.code
+        except BaseException as error:
+            code, _ = "Traceback", print(f"Traceback: {error!r}", file=err)
+    results.append([code, err.getvalue()])
+print(json.dumps(results))
+"""
+
+
+def _files(tmp_path):
+    """The bad files the cases read."""
+    (tmp_path / "malformed.yaml").write_text("steps: [1\nbatch_size: 8\n")
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "list.yaml").write_text("- steps\n")
+    (tmp_path / "a_directory.yaml").mkdir()
+    run = tmp_path / "not_a_run"
+    run.mkdir()
+    (run / "model.keras").write_bytes(b"")
+    (run / "run.json").write_text("[]")
+    config = BertConfig(vocab_size=50, hidden_size=8, num_layers=1, num_heads=2,
+                        intermediate_size=16, max_position_embeddings=16)
+    weights = {n: np.zeros(s, "float32") for n, s in expected_shapes(config).items()}
+    for name, change in (("layers", {"num_hidden_layers": 10**9}),
+                         ("eps", {"layer_norm_eps": float("nan")}),
+                         ("act", {"hidden_act": ["gelu"]})):
+        path = write_hf_checkpoint(tmp_path / name, config, weights)
+        hf = json.loads((path / "config.json").read_text())
+        (path / "config.json").write_text(json.dumps({**hf, **change}))
+    path = write_hf_checkpoint(tmp_path / "index", config, weights)
+    (path / "model.safetensors").unlink()
+    safetensors.numpy.save_file(weights, str(tmp_path / "outside.safetensors"))
+    (path / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {n: "../outside.safetensors" for n in weights}}))
+    ints = write_hf_checkpoint(tmp_path / "ints", config, weights)
+    safetensors.numpy.save_file({n: w.astype("int64") for n, w in weights.items()},
+                                str(ints / "model.safetensors"))
+
+
+# (command line, what the one error line must say); {t} is the test's folder.
+CASES = [
+    ("finetune --config {t}/malformed.yaml", r"--config \S*malformed.yaml is not valid YAML"),
+    ("finetune --config {t}/a_directory.yaml", "a_directory.yaml: is a directory"),
+    ("finetune --config {t}/deep.json", "deep.json is nested too deeply"),
+    ("pretrain --config {t}/list.yaml", "list.yaml must hold a mapping"),
+    ("finetune --batch-size 0", "argument --batch-size: takes a positive integer, not '0'"),
+    ("finetune --batch-size -4", "argument --batch-size: takes a positive integer, not '-4'"),
+    ("finetune --max-train-examples 0", "argument --max-train-examples: takes a positive"),
+    ("finetune --max-eval-examples 0", "argument --max-eval-examples: takes a positive"),
+    ("finetune --learning-rate nan", "argument --learning-rate: takes a finite number, not 'nan'"),
+    ("pretrain --steps 5 --learning-rate inf", "argument --learning-rate: takes a finite"),
+    ("pretrain --steps 5 --learning-rate=-1e-4", "argument --learning-rate: takes a positive"),
+    ("pretrain --steps 5 --sequence-length 100000 --output {t}/pretrain_out",
+     "sequence_length 100000 is longer than the model's 512 positions"),
+    ("evaluate {t}/not_a_run", r"not_a_run/run.json does not hold a JSON object"),
+    ("convert {t}/layers {t}/out --to google",
+     r"layers/config.json: num_hidden_layers must be a positive integer of at most 256"),
+    ("convert {t}/eps {t}/out --to google", r"eps/config.json: layer_norm_eps must be a finite"),
+    ("convert {t}/act {t}/out --to google", r"act/config.json: hidden_act must be one of"),
+    ("convert {t}/index {t}/out --to google",
+     r"model.safetensors.index.json: weight_map\['\S+'\] = '../outside.safetensors' is not"),
+    ("convert {t}/ints {t}/out --to google", "has dtype int64; weights must be floating point"),
+    ("export {t}/small_run {t}/served --sequence-length 100000", "sequence_length.*100000.*64"),
+]
+
+
+def _one_error_line(code, stderr, command, message):
+    lines = [line for line in stderr.splitlines() if line.strip() and not _TF_LOG.match(line)]
+    assert code == 2 and "Traceback" not in stderr, (command, code, stderr[-2000:])
+    assert len(lines) == 1 and lines[0].startswith(f"kbert {command.split()[0]}: error: "), lines
+    assert re.search(message, lines[0]), (message, lines[0])
+
+
+def test_bad_flags_and_files_end_in_one_error_line(tmp_path):
+    _files(tmp_path)
+    commands = [c.format(t=tmp_path) for c, _ in CASES]
+    driver = subprocess.Popen([sys.executable, "-c", _DRIVER,
+                               json.dumps([c.split() for c in commands]),
+                               str(tmp_path / "small_run")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finetune = _start(KBERT + ["finetune", "--preset", "tiny", "--steps", "1",
+                               "--sequence-length", "100000", "--output", tmp_path / "ft_out"])
+    out, err = driver.communicate(timeout=600)
+    assert driver.returncode == 0, err[-3000:]
+    for command, (_, message), (code, stderr) in zip(commands, CASES, json.loads(
+            out.strip().splitlines()[-1])):
+        _one_error_line(code, stderr, command, message)
+    assert not (tmp_path / "pretrain_out").exists() and not (tmp_path / "out").exists()
+    assert not any((tmp_path / "served").glob("[0-9]*"))
+
+    _, err = finetune.communicate(timeout=600)
+    _one_error_line(finetune.returncode, err, "finetune", "sequence_length 100000 is longer "
+                    "than the model's 512 positions")
+    assert not (tmp_path / "ft_out").exists()
+
+
+def _start(command):
+    return subprocess.Popen([str(c) for c in command], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
