@@ -222,6 +222,14 @@ def test_pretrain_config_refuses(fields, message):
         PretrainConfig("out", steps=3, **fields)
 
 
+def test_pretrain_refuses_a_missing_corpus_before_it_creates_its_folder(tmp_path):
+    from kbert.training.pretrain import pretrain
+
+    with pytest.raises(FileNotFoundError, match="No corpus files at .*missing.txt"):
+        pretrain(tmp_path / "run", steps=1, preset="tiny", corpus=str(tmp_path / "missing.txt"))
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("fields, message", [
     (dict(learning_rate=float("nan")), "learning_rate must be positive and finite"),
     (dict(learning_rate=0.0), "learning_rate must be positive and finite"),

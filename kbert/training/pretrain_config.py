@@ -109,6 +109,7 @@ class PretrainConfig:
         self._check_model()
         self._check_profile_batches()
         self.model_config.check_sequence_length(self.sequence_length)
+        self._check_corpus()
 
     def _check_model(self):
         if self.bert_config is not None and not isinstance(self.bert_config, BertConfig):
@@ -125,6 +126,15 @@ class PretrainConfig:
             if resolve_preset(self.preset).load_weights:
                 raise ValueError(f"preset {self.preset!r} has pretrained weights: pass it as "
                                  "`init`; `preset` names a fresh model.")
+
+    def _check_corpus(self):
+        """A corpus path that names no file fails here, before the run creates its folder."""
+        if isinstance(self.corpus, (str, os.PathLike)):
+            from kbert.data.pretraining.documents import corpus_files
+            from kbert.training.pretrain_data import is_tfrecord_dir
+
+            if not is_tfrecord_dir(self.corpus):
+                corpus_files(self.corpus)
 
     def _check_profile_batches(self):
         batches = self.profile_batches
