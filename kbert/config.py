@@ -249,6 +249,30 @@ class BertConfig:
         }
 
 
+_KERAS_HUB_KEYS = {"vocab_size": "vocabulary_size", "hidden_size": "hidden_dim",
+                   "num_layers": "num_layers", "num_heads": "num_heads",
+                   "intermediate_size": "intermediate_dim", "hidden_dropout": "dropout",
+                   "max_position_embeddings": "max_sequence_length",
+                   "type_vocab_size": "num_segments"}
+
+
+def check_keras_hub_config(values, source: str) -> None:
+    """Raises `ConfigError` unless `values` (the "config" of a keras-hub BertBackbone preset's
+    config.json) has sizes `BertConfig` accepts: the same bounds, checked before keras-hub
+    builds (and allocates) anything."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"{source}: 'config' must be a JSON object, got {values!r}.")
+    defaults = {"dropout": 0.1, "max_sequence_length": 512, "num_segments": 2}  # keras-hub's
+    missing = sorted(k for k in _KERAS_HUB_KEYS.values()
+                     if k not in values and k not in defaults)
+    if missing:
+        raise ConfigError(f"{source} lacks {missing}.")
+    fields = {field: values.get(key, defaults.get(key))
+              for field, key in _KERAS_HUB_KEYS.items()}
+    check_fields({**fields, "attention_dropout": fields["hidden_dropout"]},
+                 names={**_KERAS_HUB_KEYS, "attention_dropout": "dropout"}, source=source)
+
+
 def _read_json(path_or_dict, filename: str) -> tuple[dict, str]:
     """(the JSON object, a name for messages) of a dict, a file or a directory holding
     `filename`. Refused with `ConfigError`: a missing, unreadable, oversized or invalid file,

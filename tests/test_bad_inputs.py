@@ -71,6 +71,20 @@ def test_config_files_name_the_file_and_key_before_building(tmp_path, change, me
     assert str(path) in str(error.value) and time.perf_counter() - start < 1
 
 
+def test_keras_hub_preset_sizes_are_checked_before_keras_hub_builds():
+    from kbert.config import check_keras_hub_config
+
+    sizes = {"vocabulary_size": 30522, "num_layers": 12, "num_heads": 12, "hidden_dim": 768,
+             "intermediate_dim": 3072, "dropout": 0.1, "max_sequence_length": 512,
+             "num_segments": 2}
+    check_keras_hub_config(sizes, "config.json")
+    with pytest.raises(ConfigError, match="p/config.json: num_layers must be a positive "
+                                          "integer of at most 256, got 100000"):
+        check_keras_hub_config({**sizes, "num_layers": 100_000}, "p/config.json")
+    with pytest.raises(ConfigError, match=r"dropout must be a number in \[0, 1\)"):
+        check_keras_hub_config({**sizes, "dropout": float("nan")}, "p/config.json")
+
+
 @pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000,
                                   '{"a": ' * 100_000 + "1" + "}" * 100_000])
 def test_a_config_nested_absurdly_deep_is_refused(tmp_path, text):
