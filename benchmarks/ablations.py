@@ -1,0 +1,183 @@
+"""The paper's pre-training ablations (Table 5) in small: the "mini" preset pre-trained for the
+same steps on the same corpus (default: kbert's Wikipedia text) three ways, then fine-tuned on
+movie-review sentiment and on the QNLI-style pairs built from SQuAD (`kbert finetune --task
+qnli`, the pair task kbert has):
+
+  mlm_nsp   masked LM + next sentence prediction (BERT)
+  no_nsp    masked LM only (`nsp=False`)
+  ltr       left-to-right, no NSP (`causal=True, nsp=False`): kbert's causal pre-training
+            predicts the masked positions from their left context under a causal mask
+
+Every variant records its held-out MLM (and NSP) accuracy from `kbert.training.pretrain` and the
+fine-tuned dev/test accuracy from `kbert.training.finetune`. Fine-tuning starts from the
+pre-trained model directory; the driver builds its backbone bidirectional, so the LTR variant
+is fine-tuned with full attention (with a causal mask the [CLS] pooler would see [CLS] only).
+
+    python benchmarks/ablations.py --steps 2000          # writes benchmarks/results/ablations.json
+    python benchmarks/ablations.py --smoke --output /tmp/a.json
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: `benchmarks.*` imports need the repo root
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.quality import environment, positive  # noqa: E402
+
+VARIANTS = {"mlm_nsp": {"nsp": True, "causal": False},
+            "no_nsp": {"nsp": False, "causal": False},
+            "ltr": {"nsp": False, "causal": True}}
+LABELS = {"mlm_nsp": "BERT (MLM + NSP)", "no_nsp": "No NSP", "ltr": "LTR & No NSP"}
+FINETUNE_TASKS = ("sentiment", "qnli")
+SMOKE = {"preset": "tiny", "steps": 2, "batch_size": 4, "sequence_length": 32,
+         "finetune_epochs": 1, "max_train_examples": 16, "max_eval_examples": 16,
+         "corpus_documents": 200}
+
+
+def budget_of(args):
+    budget = {k: getattr(args, k) for k in (
+        "preset", "steps", "batch_size", "sequence_length", "pretrain_learning_rate",
+        "finetune_epochs", "finetune_batch_size", "learning_rate", "max_train_examples",
+        "max_eval_examples", "seed", "corpus", "corpus_documents")}
+    if args.smoke:
+        budget.update(SMOKE, finetune_batch_size=SMOKE["batch_size"])
+    budget["smoke"] = bool(args.smoke)
+    return budget
+
+
+def small_corpus(path, documents):
+    """The first `documents` Wikipedia documents as a text file (the smoke's corpus)."""
+    from kbert.data.pretraining.documents import wikipedia_documents, write_documents
+
+    chosen = []
+    for document in wikipedia_documents():
+        chosen.append(document)
+        if len(chosen) == documents:
+            break
+    write_documents(chosen, path)
+    return str(path)
+
+
+def pretrain_variant(name, budget, corpus, workdir):
+    """Pre-trains one variant; (its held-out scores, the model directory)."""
+    from kbert.training import pretrain
+
+    output = pathlib.Path(workdir) / name
+    metrics = pretrain(output_dir=output, preset=budget["preset"], corpus=corpus,
+                       steps=budget["steps"], batch_size=budget["batch_size"],
+                       sequence_length=budget["sequence_length"],
+                       learning_rate=budget["pretrain_learning_rate"], seed=budget["seed"],
+                       checkpoint_every=0, verbose=0, **VARIANTS[name])
+    scores = {"mlm_accuracy": metrics["mlm_accuracy"],
+              "nsp_accuracy": metrics.get("nsp_accuracy") if VARIANTS[name]["nsp"] else None,
+              "baseline_mlm_accuracy": metrics["baseline_mlm_accuracy"],
+              "steps": metrics["steps"], "train_seconds": round(metrics["train_seconds"], 1)}
+    return scores, output / "model"
+
+
+def finetune_variant(model_dir, task, budget, workdir):
+    """Fine-tunes the pre-trained model on `task`; its dev and test accuracy."""
+    from kbert.training import finetune
+
+    limit = budget["max_train_examples"]
+    metrics = finetune(task, output_dir=pathlib.Path(workdir) / f"run-{task}",
+                       init=str(model_dir), epochs=budget["finetune_epochs"],
+                       batch_size=budget["finetune_batch_size"],
+                       learning_rate=budget["learning_rate"],
+                       sequence_length=budget["sequence_length"], seed=budget["seed"],
+                       max_train_examples=limit if task == "qnli" or budget["smoke"] else None,
+                       max_eval_examples=budget["max_eval_examples"], verbose=0)
+    return {"dev_accuracy": metrics["dev"]["accuracy"],
+            "test_accuracy": metrics["test"]["accuracy"], "steps": metrics["settings"]["steps"],
+            "train_examples": metrics["sizes"]["train"]}
+
+
+def table(results):
+    """The markdown table (Table 5's layout: one row per pre-training variant)."""
+    lines = ["| pre-training | held-out MLM acc | held-out NSP acc | sentiment dev | "
+             "sentiment test | QNLI dev | QNLI test |", "|---|---|---|---|---|---|---|"]
+
+    def cell(value):
+        return "–" if value is None else f"{value:.3f}"  # not measured / no NSP head
+
+    for name, r in results.items():
+        p, s, q = r["pretrain"], r.get("sentiment", {}), r.get("qnli", {})
+        lines.append(f"| {LABELS[name]} | {cell(p['mlm_accuracy'])} | "
+                     f"{cell(p['nsp_accuracy'])} | {cell(s.get('dev_accuracy'))} | "
+                     f"{cell(s.get('test_accuracy'))} | {cell(q.get('dev_accuracy'))} | "
+                     f"{cell(q.get('test_accuracy'))} |")
+    return "\n".join(lines)
+
+
+def run(budget, variants, tasks, output):
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="ablations-") as workdir:
+        corpus = budget["corpus"]
+        if budget["corpus_documents"]:
+            corpus = small_corpus(pathlib.Path(workdir) / "corpus.txt",
+                                  budget["corpus_documents"])
+        for name in variants:
+            print(f"[ablations] {name}: pre-training ...", file=sys.stderr, flush=True)
+            scores, model_dir = pretrain_variant(name, budget, corpus, workdir)
+            results[name] = {"pretrain": scores, **VARIANTS[name]}
+            for task in tasks:
+                print(f"[ablations] {name}: fine-tuning {task} ...", file=sys.stderr, flush=True)
+                results[name][task] = finetune_variant(model_dir, task, budget,
+                                                       pathlib.Path(workdir) / name)
+    report = {"budget": {**budget, **environment()}, "variants": results,
+              "table": table(results)}
+    output = pathlib.Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(tmp, output)
+    return report
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--finetune-tasks", nargs="+", choices=FINETUNE_TASKS,
+                        default=list(FINETUNE_TASKS))
+    parser.add_argument("--preset", default="mini", help="the size preset pre-trained")
+    parser.add_argument("--steps", type=positive, default=2000, help="pre-training steps")
+    parser.add_argument("--batch-size", type=positive, default=32, help="pre-training batch")
+    parser.add_argument("--sequence-length", type=positive, default=128)
+    parser.add_argument("--pretrain-learning-rate", type=float, default=1e-4)
+    parser.add_argument("--corpus", default=None, help="pre-training text (default Wikipedia)")
+    parser.add_argument("--corpus-documents", type=positive, default=None,
+                        help="pre-train on only the first N Wikipedia documents")
+    parser.add_argument("--finetune-epochs", type=positive, default=3)
+    parser.add_argument("--finetune-batch-size", type=positive, default=32)
+    parser.add_argument("--learning-rate", type=float, default=5e-5, help="fine-tuning peak")
+    parser.add_argument("--max-train-examples", type=positive, default=20000,
+                        help="QNLI training pairs (sentiment trains on all)")
+    parser.add_argument("--max-eval-examples", type=positive, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", default=str(ROOT / "benchmarks/results/ablations.json"))
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny preset, 2 steps on 200 documents, 16 examples, length 32")
+    args = parser.parse_args(argv)
+    if args.corpus and args.corpus_documents:
+        parser.error("give --corpus or --corpus-documents, not both")
+    for name in ("learning_rate", "pretrain_learning_rate"):
+        if not getattr(args, name) > 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    report = run(budget_of(args), args.variants, args.finetune_tasks, args.output)
+    print(report["table"])
+
+
+if __name__ == "__main__":
+    main()

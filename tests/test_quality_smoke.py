@@ -1,0 +1,91 @@
+"""CI smoke of benchmarks/quality.py and benchmarks/ablations.py (the real budgets are long runs).
+
+The quality check is the one that makes the kbert-vs-HF comparison trustworthy: both sides,
+each in its own process, train and score the same examples (same counts and digests, the kbert
+counts read from the driver's metrics) for the same number of optimizer steps on the same
+learning-rate schedule (kbert's read back from the saved optimizer, HF's recorded per step).
+A tiny random BERT saved as a Hugging Face directory stands in for MiniLM to keep it fast.
+"""
+
+import json
+import math
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _run(args, tmp_path):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def tiny_hf_dir(tmp_path_factory, minilm_dir):
+    """A 1-layer, 32-wide random BERT with MiniLM's vocabulary, as a Hugging Face directory."""
+    transformers = pytest.importorskip("transformers")
+    path = tmp_path_factory.mktemp("tiny_hf")
+    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=64)
+    transformers.BertModel(config).save_pretrained(path)
+    for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(pathlib.Path(minilm_dir) / name, path / name)
+    return path
+
+
+def test_quality_smoke_both_sides_train_the_same_examples_on_the_same_schedule(
+        tmp_path, tiny_hf_dir):
+    output = tmp_path / "quality.json"
+    output.write_text(json.dumps({"conll": {"kept": True}}))  # other tasks' entries survive
+    _run(["benchmarks/quality.py", "--task", "sentiment", "--smoke", "--epochs", "2",
+          "--init", str(tiny_hf_dir), "--output", str(output)], tmp_path)
+    results = json.loads(output.read_text())
+    assert results["conll"] == {"kept": True}
+    entry = results["sentiment"]
+    assert set(entry) == {"kbert", "hf", "budget"}
+    budget = entry["budget"]
+    assert budget["device"]["cores"] >= 1 and budget["versions"]["torch"]
+    assert budget["epochs"] == 2 and budget["max_train_examples"] == 16
+    kbert, hf = entry["kbert"], entry["hf"]
+    for side in (kbert, hf):
+        assert 0 <= side["dev_accuracy"] <= 1 and 0 <= side["test_accuracy"] <= 1
+        assert side["seconds"] > 0
+    # Same examples: 16 train, 16 dev, 16 test, the same ones on both sides.
+    assert kbert["examples"] == hf["examples"]
+    assert {k: v["count"] for k, v in hf["examples"].items()} == {
+        "train": 16, "dev": 16, "test": 16}
+    # Same steps (2 epochs of 16 at batch 4) and the same per-step rates: warmup round(0.8)=1
+    # step from 0, then linear decay to 0.
+    steps = 2 * math.ceil(16 / 4)
+    assert kbert["run"]["steps"] == hf["run"]["steps"] == steps
+    assert len(kbert["run"]["learning_rates"]) == steps
+    assert kbert["run"]["learning_rates"] == pytest.approx(hf["run"]["learning_rates"],
+                                                           rel=1e-5, abs=1e-12)
+    assert hf["run"]["learning_rates"][0] == 0.0
+    assert max(hf["run"]["learning_rates"]) == pytest.approx(5e-5)
+    assert "torch_intra_op" in hf["threads"] and "tf_intra_op" in kbert["threads"]
+
+
+def test_ablations_smoke_records_pretraining_and_finetuned_scores(tmp_path):
+    output = tmp_path / "ablations.json"
+    done = _run(["benchmarks/ablations.py", "--smoke", "--variants", "mlm_nsp", "ltr",
+                 "--finetune-tasks", "sentiment", "--output", str(output)], tmp_path)
+    report = json.loads(output.read_text())
+    assert set(report["variants"]) == {"mlm_nsp", "ltr"}
+    mlm_nsp, ltr = report["variants"]["mlm_nsp"], report["variants"]["ltr"]
+    assert (ltr["causal"], ltr["nsp"]) == (True, False)
+    assert 0 <= mlm_nsp["pretrain"]["nsp_accuracy"] <= 1 and ltr["pretrain"]["nsp_accuracy"] is None
+    for variant in (mlm_nsp, ltr):
+        assert variant["pretrain"]["steps"] == 2
+        assert 0 <= variant["pretrain"]["mlm_accuracy"] <= 1
+        assert 0 <= variant["sentiment"]["dev_accuracy"] <= 1
+        assert variant["sentiment"]["train_examples"] == 16
+    assert "| LTR & No NSP |" in done.stdout and report["table"] in done.stdout
