@@ -30,6 +30,8 @@ import time
 _SCRIPT = pathlib.Path(sys.executable).parent / "kbert"
 KBERT = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "kbert.cli"]
 RESULTS = pathlib.Path(__file__).parent / "results" / "kills.json"
+CHECKPOINT_EVERY = {"pretrain": 4, "finetune": 4}
+"""Steps between checkpoints of the runs below (finetune: one epoch of 32 examples / 8)."""
 KILLS_PER_RUN = 4
 """A killed run gets up to this many kills before it is let finish."""
 
@@ -97,9 +99,13 @@ def _timed_reference(cmd, checkpoints):
     return first or duration, duration
 
 
-def _kill_at(cmd, delay):
-    """Starts `cmd`, kill -9 after `delay` s; True if it was killed (False: it finished)."""
+def _kill_at(cmd, delay, latest=None, after_step=0):
+    """Starts `cmd`; once `latest/state.json` records `after_step` or more (at once when
+    `after_step` is 0), waits `delay` s more and kills it with SIGKILL. True if it was killed,
+    False if it finished first."""
     proc = _start(cmd)
+    while after_step and proc.poll() is None and _latest_step(latest) < after_step:
+        time.sleep(0.05)
     try:
         proc.wait(timeout=delay)
     except subprocess.TimeoutExpired:
@@ -109,6 +115,13 @@ def _kill_at(cmd, delay):
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd} failed:\n{_stderr(proc)}")
     return False
+
+
+def _latest_step(latest):
+    try:
+        return json.loads((latest / "state.json").read_text())["step"]
+    except (OSError, ValueError, KeyError):
+        return -1
 
 
 def _leftovers(directory):
@@ -130,6 +143,7 @@ def kill_training(command, kills, rng, work):
     first, duration = _timed_reference(command_line(command, work, reference),
                                        reference / "checkpoints")
     expected = json.loads((reference / "metrics.json").read_text())
+    total, every = _steps(expected, command), CHECKPOINT_EVERY[command]
     counts = {"kills": 0, "runs": 0, "attempts": 0, "step_mismatches": 0,
               "weights_checked": 0, "weight_mismatches": 0, "resumed_runs": 0,
               "leftover_staging": 0, "reference_seconds": round(duration, 1),
@@ -140,8 +154,10 @@ def kill_training(command, kills, rng, work):
         finished = False
         for _ in range(min(KILLS_PER_RUN, kills - counts["kills"])):
             counts["attempts"] += 1
-            # from half the time to the first checkpoint (start-up) to the end of training
-            finished = not _kill_at(cmd, rng.uniform(0.5 * first, duration))
+            # during start-up, or at a random moment after a random checkpoint of the run
+            step = rng.choice(range(0, total, every))
+            delay = rng.uniform(0, first if step == 0 else (duration - first) * every / total)
+            finished = not _kill_at(cmd, delay, output / "checkpoints" / "latest", step)
             if finished:
                 break
             counts["kills"] += 1
