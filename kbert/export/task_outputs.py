@@ -83,5 +83,10 @@ def serve_spans(module, question, context):
     features = {k: windows[k] for k in INPUT_KEYS}
     features = trim_to_longest(features) if module.trim_padding else features
     logits = span_outputs(module.model(features, training=False), features, None)
-    return decode_spans(logits["start_logits"], logits["end_logits"], windows, context,
+    # Answers are cut from the text the offsets count in: the windowed part, each invalid
+    # UTF-8 sequence one U+FFFD (the tokenizer's characters; substr alone would count them
+    # differently and shift the answer).
+    text = tf.strings.unicode_transcode(pre.cap(context, pre.max_context_length), "UTF-8",
+                                        "UTF-8", errors="replace", replacement_char=0xFFFD)
+    return decode_spans(logits["start_logits"], logits["end_logits"], windows, text,
                         module.squad_version, null_threshold=module.null_threshold)

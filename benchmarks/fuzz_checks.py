@@ -1,0 +1,224 @@
+"""The requests and answer checks of the serving fuzz (`benchmarks/fuzz_serving.py`'s worker).
+Runs in a process with TensorFlow and tensorflow-text's ops only: no kbert, no Keras."""
+
+import random
+
+import numpy as np
+
+from benchmarks.fuzz import NUM_CHOICES, random_text, texts_for
+
+CLEAR = ("InvalidArgumentError", "TypeError", "ValueError")
+ENTITY_TYPES = {"PER", "ORG", "LOC", "MISC"}
+NORMAL = {"text": ["the river flows through paris ."], "text_pair": ["who was born in 1990 ?"],
+          "choices": [["the river", "a museum", "berlin"]], "question": ["who was born ?"],
+          "context": ["peter smith was born in paris in 1990 ."]}
+TYPES = 2  # segment types of every BERT here
+
+
+class Checks:
+    """Requests for each entry point, and whether each answer keeps its invariants."""
+
+    def __init__(self, tf, signatures, vocab_size, max_positions):
+        self.tf, self.signatures = tf, signatures
+        self.vocab_size, self.max_positions = vocab_size, max_positions
+
+    def _strings(self, texts):
+        return self.tf.constant(texts, self.tf.string)
+
+    def _call(self, entry, texts, rng):
+        """The answer of entry's `serving_default` to `texts` (+ generated other inputs)."""
+        s, n = self._strings, len(texts)
+        seconds = [random_text(rng)[1] for _ in range(n * (NUM_CHOICES if entry == "choices"
+                                                           else 1))]
+        fn = self.signatures[entry]["serving_default"]
+        if entry == "pair":
+            return fn(text=s(texts), text_pair=s(seconds)), seconds
+        if entry == "choices":
+            return fn(text=s(texts), choices=self.tf.reshape(s(seconds), [n, NUM_CHOICES])), \
+                seconds
+        if entry == "span":
+            return fn(question=s(seconds), context=s(texts)), seconds
+        return fn(text=s(texts)), seconds
+
+    def normal(self, entry):
+        """A normal request's answer (the serving process must still give it at the end)."""
+        if entry == "token_ids":
+            ids = self.tf.constant([[101, 1996, 2314, 102]])
+            out = self.signatures["classifier"]["serve_token_ids"](
+                token_ids=ids, segment_ids=self.tf.zeros_like(ids),
+                padding_mask=self.tf.ones_like(ids))
+        else:
+            fn = self.signatures[entry]["serving_default"]
+            args = {"classifier": ("text",), "pair": ("text", "text_pair"),
+                    "choices": ("text", "choices"), "span": ("question", "context"),
+                    "token": ("text",)}[entry]
+            out = fn(**{k: self._strings(NORMAL[k]) for k in args})
+        return {k: np.round(v.numpy().astype(float), 4).tolist() if v.dtype.is_floating
+                else v.numpy().astype(str).tolist() for k, v in out.items()}
+
+    def huge(self, megabytes):
+        """{entry: {"seconds", "rss_growth_mb"}}: one request of `megabytes` MB of text to each
+        text signature, before any other request: the time, and how far the process's peak
+        resident memory rose beyond its earlier peak (0: within what it already used)."""
+        import resource
+        import time
+
+        text = ("the river flows through paris . " * (megabytes * 40_000))[:megabytes * 10**6]
+        rng, result = random.Random(0), {}
+        for entry in ("classifier", "pair", "choices", "span", "token"):
+            self.normal(entry)  # a loaded function's first call sets itself up: not measured
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            began = time.perf_counter()
+            self._call(entry, [text.encode()], rng)
+            result[entry] = {"seconds": round(time.perf_counter() - began, 2), "rss_growth_mb":
+                             (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak) // 1024}
+        return result
+
+    def request(self, entry, seed, index, batch, megabyte_every):
+        """One request: {"entry", "index", "verdicts": one per case, "failures"}."""
+        if entry == "token_ids":
+            verdict, failure = self._ids_request(random.Random(f"{seed}:ids:{index}"))
+            verdicts, failures = [verdict], [failure] if failure else []
+        elif index % 25 == 24:
+            verdict, failure = self._malformed(entry, index)
+            verdicts, failures = [verdict], [failure] if failure else []
+        else:
+            verdicts, failures = self._texts_request(entry, seed, index, batch, megabyte_every)
+        for f in failures:
+            f.update(entry=entry, index=index)
+        return {"entry": entry, "index": index, "verdicts": verdicts, "failures": failures}
+
+    def _texts_request(self, entry, seed, index, batch, megabyte_every):
+        cases, rng = texts_for(seed, entry, index, megabyte_every, batch)
+        texts = [t for _, t in cases]
+        try:
+            out, seconds = self._call(entry, texts, rng)
+        except Exception as e:  # noqa: BLE001 - every exception is counted
+            verdict = "error" if type(e).__name__ in CLEAR and str(e).strip() else "crash"
+            return [verdict] * max(len(texts), 1), [{"kind": "exception", "error": str(e)[:300],
+                                                     "texts": _show(texts)}]
+        out = {k: v.numpy() for k, v in out.items()}
+        if not texts:
+            ok = all(v.shape[0] == 0 for v in out.values())
+            return ["ok" if ok else "wrong"], [] if ok else [{"kind": "empty_batch"}]
+        verdicts, failures = [], []
+        for i, (kind, text) in enumerate(cases):
+            problem = getattr(self, f"_{entry}_row", self._class_row)(out, i, text, entry)
+            verdicts.append("wrong" if problem else "ok")
+            if problem:
+                failures.append({"kind": kind, "problem": problem, "text": _show([text])[0]})
+        return verdicts, failures
+
+    # --- invariants of one row ------------------------------------------------------------
+
+    @staticmethod
+    def _class_row(out, i, text, entry):
+        p = out["probabilities"][i]
+        if not (np.isfinite(p).all() and abs(p.sum() - 1) < 1e-4 and (p >= 0).all()):
+            return f"probabilities {p.tolist()}"
+        if int(out["label_id"][i]) != int(out["logits"][i].argmax()):
+            return "label_id is not the largest logit"
+        if entry != "choices" and out["label"][i].decode() != ("negative", "positive")[
+                int(out["label_id"][i])]:
+            return f"label {out['label'][i]!r}"
+        if entry == "choices" and p.shape != (NUM_CHOICES,):
+            return f"shape {p.shape}"
+        return None
+
+    def _characters(self, text):
+        """The text's characters as the export counts them: invalid UTF-8 → one U+FFFD each."""
+        points = self.tf.strings.unicode_decode(text, "UTF-8", errors="replace",
+                                                replacement_char=0xFFFD).numpy()
+        return "".join(map(chr, points))
+
+    def _span_row(self, out, i, text, entry):
+        start, end = int(out["start_char"][i]), int(out["end_char"][i])
+        answer = out["answer"][i]
+        if start == -1:
+            return None if answer == b"" and end == -1 else f"no answer but {answer!r}, {end}"
+        chars = self._characters(text)
+        if not 0 <= start < end <= len(chars):
+            return f"span {start}:{end} outside {len(chars)} characters"
+        if answer != chars[start:end].encode("utf-8", "surrogatepass"):
+            return f"answer {answer[:80]!r} is not characters {start}:{end} of the context"
+        return None if np.isfinite(out["score"][i]) else f"score {out['score'][i]}"
+
+    def _token_row(self, out, i, text, entry):
+        count, chars = int(out["entity_count"][i]), None
+        if not 0 <= count <= out["entity_text"].shape[1]:
+            return f"entity_count {count}"
+        for j in range(out["entity_text"].shape[1]):
+            got = out["entity_text"][i, j], out["entity_label"][i, j].decode(), \
+                int(out["entity_start"][i, j]), int(out["entity_end"][i, j])
+            if j >= count:
+                if got != (b"", "", -1, -1):
+                    return f"padding entity {got}"
+                continue
+            chars = chars or self._characters(text)
+            if got[1] not in ENTITY_TYPES or not 0 <= got[2] < got[3] <= len(chars) or \
+                    got[0] != chars[got[2]:got[3]].encode("utf-8", "surrogatepass"):
+                return f"entity {got[:2]} at {got[2]}:{got[3]} of {len(chars)} characters"
+        return None
+
+    # --- requests that are wrong in themselves --------------------------------------------
+
+    def _malformed(self, entry, index):
+        """A request no signature may answer: mismatched batch sizes, numbers for strings."""
+        s = self._strings
+        fn = self.signatures[entry]["serving_default"]
+        two, one = s(["a", "b"]), s(["a"])
+        calls = {"classifier": [lambda: fn(text=self.tf.constant([1, 2]))],
+                 "token": [lambda: fn(text=self.tf.constant([1.5]))],
+                 "pair": [lambda: fn(text=two, text_pair=one)],
+                 "choices": [lambda: fn(text=two, choices=s([["a"] * NUM_CHOICES]))],
+                 "span": [lambda: fn(question=two, context=one)]}[entry]
+        return _expect_error(calls[index % len(calls)], "")
+
+    def _ids_request(self, rng):
+        """Random ids, valid or with one input out of range / of the wrong shape."""
+        batch, seq = rng.randint(0, 4), rng.randint(1, 40)
+        ids = np.array([[rng.randrange(self.vocab_size) for _ in range(seq)] for _ in range(batch)],
+                       np.int32).reshape(batch, seq)
+        inputs = {"token_ids": ids, "segment_ids": (ids % 2).astype(np.int32),
+                  "padding_mask": np.ones_like(ids)}
+        spoil = rng.choice([None, None, "token_ids", "segment_ids", "padding_mask", "shape",
+                            "length"]) if batch else None
+        bad = {"token_ids": [-1, -5, self.vocab_size, 2**31 - 1, -2**31],
+               "segment_ids": [-1, TYPES, 7], "padding_mask": [-1, 2, 5]}
+        if spoil in bad:
+            inputs[spoil][rng.randrange(batch), rng.randrange(seq)] = rng.choice(bad[spoil])
+        elif spoil == "shape":
+            inputs["segment_ids"] = inputs["segment_ids"][:, :-1]
+            spoil = "segment_ids must have the shape"
+        elif spoil == "length":
+            inputs = {k: np.tile(v, (1, self.max_positions // seq + 1)) for k, v in inputs.items()}
+            spoil = "at most"
+        fn = self.signatures["classifier"]["serve_token_ids"]
+        call = lambda: fn(**{k: self.tf.constant(v) for k, v in inputs.items()})  # noqa: E731
+        if spoil is None:
+            try:
+                out = call()
+            except Exception as e:  # noqa: BLE001
+                return "crash" if type(e).__name__ not in CLEAR else "wrong", {
+                    "kind": "valid ids refused", "error": str(e)[:300]}
+            p = out["probabilities"].numpy()
+            ok = p.shape == (batch, 2) and np.isfinite(p).all()
+            return ("ok", None) if ok else ("wrong", {"kind": "ids", "problem": str(p.shape)})
+        return _expect_error(call, spoil)
+
+
+def _expect_error(call, words):
+    """("error", None) when `call` raises a clear error whose message holds `words`."""
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001
+        if type(e).__name__ not in CLEAR:
+            return "crash", {"kind": "unclear error", "error": f"{type(e).__name__}: {e}"[:300]}
+        if words not in str(e):
+            return "wrong", {"kind": "error not naming the input", "error": str(e)[:300]}
+        return "error", None
+    return "wrong", {"kind": "answered a bad request", "expected": words}
+
+
+def _show(texts):
+    return [t[:120].decode("utf-8", "backslashreplace") for t in texts]
