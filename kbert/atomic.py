@@ -34,8 +34,8 @@ def atomic_directory(path, owned_files=(), overwrite=False):
     path = pathlib.Path(os.path.abspath(os.fspath(path)))
     clean_staging(path.parent, names=(path.name,))
     if os.path.lexists(path) and not overwrite and not _holds_only(path, owned_files):
-        raise FileExistsError(f"{path} exists and holds other files; pass overwrite=True to "
-                              "replace it.")
+        raise FileExistsError(f"{path} exists and holds other files; pass overwrite=True "
+                              "(--overwrite on the command line) to replace it.")
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = make_staging(path, ".tmp")
     try:

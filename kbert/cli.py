@@ -1,6 +1,5 @@
 """The `kbert` command: a thin layer over the library, one subcommand per job."""
 
-import os
 import sys
 
 from kbert import cli_parser
@@ -10,8 +9,6 @@ from kbert.cli_parser import FORMATS  # noqa: F401  (importable from here as bef
 
 def _convert(args) -> int:
     """Reads any supported checkpoint and writes it in another format."""
-    import shutil
-
     from kbert.convert import read_checkpoint, write_google_checkpoint, write_hf_checkpoint
     from kbert.presets import resolve
 
@@ -24,13 +21,11 @@ def _convert(args) -> int:
         write_google_checkpoint(args.dest, config, weights, vocab_file=vocab,
                                 overwrite=args.overwrite)
     else:
-        from kbert.convert.keras_hub import to_keras_hub
+        from kbert.convert.keras_hub import write_keras_hub_preset
 
-        if os.path.exists(args.dest) and not args.overwrite:
-            raise FileExistsError(f"{args.dest} exists; pass --overwrite to replace it.")
-        shutil.rmtree(args.dest, ignore_errors=True)
-        to_keras_hub(config, weights, allow_approximation=args.allow_approximation
-                     ).save_to_preset(str(args.dest))
+        write_keras_hub_preset(args.dest, config, weights,
+                               allow_approximation=args.allow_approximation,
+                               overwrite=args.overwrite)
     heads = sorted({n.split(".")[1] for n in weights if n.startswith("cls.")})
     print(f"Wrote {args.to} checkpoint to {args.dest}: {config.num_layers} layers, hidden "
           f"{config.hidden_size}, {config.hidden_act}"

@@ -80,6 +80,16 @@ def _files(tmp_path):
     ints = write_hf_checkpoint(tmp_path / "ints", config, weights)
     safetensors.numpy.save_file({n: w.astype("int64") for n, w in weights.items()},
                                 str(ints / "model.safetensors"))
+    write_hf_checkpoint(tmp_path / "exact_gelu", config, weights)  # keras-hub has no erf GELU
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "notes.txt").write_text("the user's own file")
+    huge = tmp_path / "huge_keras_hub"
+    huge.mkdir()
+    (huge / "model.weights.h5").write_bytes(b"")
+    (huge / "config.json").write_text(json.dumps({
+        "module": "keras_hub.src.models.bert.bert_backbone", "class_name": "BertBackbone",
+        "config": {"vocabulary_size": 50, "num_layers": 100_000, "num_heads": 2,
+                   "hidden_dim": 8, "intermediate_dim": 16}}))
 
 
 # (command line, what the one error line must say); {t} is the test's folder.
@@ -106,6 +116,11 @@ CASES = [
      r"model.safetensors.index.json: weight_map\['\S+'\] = '../outside.safetensors' is not"),
     ("convert {t}/ints {t}/out --to google", "has dtype int64; weights must be floating point"),
     ("export {t}/small_run {t}/served --sequence-length 100000", "sequence_length.*100000.*64"),
+    # a refused conversion leaves the destination it was allowed to overwrite as it was
+    ("convert {t}/exact_gelu {t}/keep --to keras_hub --overwrite",
+     "cannot compute this model exactly.*--allow-approximation"),
+    ("convert {t}/huge_keras_hub {t}/out --to google",
+     r"huge_keras_hub/config.json: num_layers must be a positive integer of at most 256"),
 ]
 
 
@@ -131,6 +146,7 @@ def test_bad_flags_and_files_end_in_one_error_line(tmp_path):
             out.strip().splitlines()[-1])):
         _one_error_line(code, stderr, command, message)
     assert not (tmp_path / "pretrain_out").exists() and not (tmp_path / "out").exists()
+    assert [p.name for p in (tmp_path / "keep").iterdir()] == ["notes.txt"]
     assert not any((tmp_path / "served").glob("[0-9]*"))
 
     _, err = finetune.communicate(timeout=600)

@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from kbert.config import BertConfig, ConfigError
+from kbert.config import BertConfig, ConfigError, check_keras_hub_config
 from kbert.convert.weights import CheckpointError, check_weights, expected_shapes
 
 PRESET_CONFIG = "config.json"
@@ -96,13 +96,16 @@ def _load_preset(directory: str):
             raise CheckpointError(f"keras-hub preset {directory}: {path} is missing.")
     try:
         with open(config_path, encoding="utf-8") as f:
-            class_name = json.load(f).get("class_name")
-    except (OSError, ValueError, AttributeError) as e:
+            preset = json.load(f)
+        class_name = preset.get("class_name")
+    except (OSError, ValueError, AttributeError, RecursionError) as e:
         raise CheckpointError(f"keras-hub preset {directory}: cannot read {config_path}: "
-                              f"{e}") from None
+                              f"{type(e).__name__}: {e}") from None
     if class_name != "BertBackbone":
         raise CheckpointError(f"keras-hub preset {directory}: {config_path} describes "
                               f"{class_name!r}, not a BertBackbone.")
+    # Sizes are checked before keras-hub builds (and allocates) the model.
+    check_keras_hub_config(preset.get("config"), config_path)
     try:
         return keras_hub.models.BertBackbone.from_preset(directory)
     except Exception as e:  # h5py, Keras and keras-hub raise many kinds
@@ -164,7 +167,8 @@ def to_keras_hub(config: BertConfig, weights, *, allow_approximation: bool = Fal
         message = ("keras-hub's BertBackbone cannot compute this model exactly: "
                    + "; ".join(differences) + ".")
         if not allow_approximation:
-            raise ConfigError(message + " Pass allow_approximation=True to convert anyway.")
+            raise ConfigError(message + " Pass allow_approximation=True "
+                              "(--allow-approximation) to convert anyway.")
         warnings.warn(message, stacklevel=2)
 
     backbone = keras_hub.models.BertBackbone(
