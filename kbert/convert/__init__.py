@@ -6,6 +6,7 @@ Every format is read into, and written from, one canonical dict (`kbert.convert.
 
 import json
 import pathlib
+import tempfile
 
 from kbert.convert.google import read_google_checkpoint, write_google_checkpoint
 from kbert.convert.huggingface import read_hf_checkpoint, write_hf_checkpoint
@@ -77,11 +78,19 @@ def load_backbone(cls, path, allow_pickle=False, **kwargs):
     return backbone
 
 
-def save_hf(model, path, vocab_file=None, overwrite=False):
+def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None):
     """Writes a `BertBackbone` (or a `BertPretrainer`, heads included) as a Hugging Face
-    directory."""
-    return write_hf_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
-                               overwrite=overwrite)
+    directory; with a `BertTokenizer`, its vocabulary, casing and word limit too."""
+    if tokenizer is None:
+        return write_hf_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
+                                   overwrite=overwrite)
+    settings = {"do_lower_case": bool(tokenizer.lowercase),
+                "max_input_chars_per_word": int(tokenizer.max_chars_per_word)}
+    with tempfile.TemporaryDirectory() as scratch:
+        vocab = pathlib.Path(scratch) / "vocab.txt"
+        vocab.write_text("\n".join(tokenizer.get_vocabulary()) + "\n", encoding="utf-8")
+        return write_hf_checkpoint(path, *_config_and_weights(model), vocab_file=vocab,
+                                   overwrite=overwrite, tokenizer_config=settings)
 
 
 def save_google(model, path, vocab_file=None, overwrite=False):

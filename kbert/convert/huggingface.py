@@ -132,12 +132,15 @@ def _canonical_names(raw: dict, path) -> dict:
 
 
 def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None,
-                        overwrite=False) -> pathlib.Path:
-    """Writes config.json, model.safetensors (and vocab.txt) to `path`, atomically.
+                        overwrite=False, tokenizer_config=None) -> pathlib.Path:
+    """Writes config.json, model.safetensors (and vocab.txt, tokenizer_config.json) to `path`,
+    atomically.
 
     Without head weights the layout is `BertModel`'s; with them, `BertForPreTraining`'s (names
-    under "bert.", decoder tied). An existing `path` holding other files than a previous
-    checkpoint is only replaced with `overwrite=True`.
+    under "bert.", decoder tied). `tokenizer_config` (e.g. `do_lower_case`) keeps the casing
+    and word limit the model was trained with, which a vocabulary alone cannot tell. An
+    existing `path` holding other files than a previous checkpoint is only replaced with
+    `overwrite=True`.
     """
     check_weights(weights, config, source="the weights to write")
     path = pathlib.Path(path)
@@ -148,7 +151,7 @@ def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None
         tensors = {(n if n.startswith("cls.") else f"bert.{n}"): w for n, w in weights.items()}
     else:
         tensors = dict(weights)
-    owned = ("config.json", "model.safetensors", "vocab.txt")
+    owned = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json")
     with atomic_directory(path, owned_files=owned, overwrite=overwrite) as staging:
         (staging / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
         safetensors.numpy.save_file(
@@ -156,4 +159,8 @@ def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None
             str(staging / "model.safetensors"), metadata={"format": "pt"})
         if vocab_file is not None:
             shutil.copyfile(vocab_file, staging / "vocab.txt")
+        if tokenizer_config is not None:
+            (staging / "tokenizer_config.json").write_text(
+                json.dumps({"tokenizer_class": "BertTokenizer", **tokenizer_config}, indent=2)
+                + "\n")
     return path

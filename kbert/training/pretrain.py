@@ -277,10 +277,8 @@ def save_model(model, tokenizer, output, chief):
     from kbert.convert import save_hf
 
     with tempfile.TemporaryDirectory() as tmp:
-        vocab = pathlib.Path(tmp) / "vocab.txt"
-        vocab.write_text("\n".join(tokenizer.get_vocabulary()) + "\n", encoding="utf-8")
         target = output / "model" if chief else pathlib.Path(tmp) / "model"
-        save_hf(model, target, vocab_file=vocab, overwrite=True)
+        save_hf(model, target, tokenizer=tokenizer, overwrite=True)
 
 
 def _write_json(path, data):
