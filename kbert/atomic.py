@@ -22,6 +22,22 @@ _STAGING = re.compile(r"^\.(?P<name>.+)\.(?:(?P<pid>\d+)-)?[a-z0-9_]{8}\.(?P<kin
 
 
 @contextlib.contextmanager
+def removed_if_unfinished(path, disposable=("logs",)):
+    """A job that fails leaves no output directory it created and that holds nothing to
+    resume from: on an error in the block, `path` is removed if it did not exist before and
+    holds only names in `disposable` (TensorBoard logs). One with a checkpoint stays."""
+    path = pathlib.Path(path)
+    existed = os.path.lexists(path)
+    try:
+        yield path
+    except BaseException:
+        if not existed and path.is_dir() and not path.is_symlink() and {
+                p.name for p in path.iterdir()} <= set(disposable):
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
 def atomic_directory(path, owned_files=(), overwrite=False):
     """Yields an empty staging directory beside `path`; moves it to `path` when the block ends
     without error, and deletes it otherwise, so a reader never sees half a directory.

@@ -114,3 +114,33 @@ def test_an_export_cleans_what_killed_exports_left(tmp_path, tiny_config):
     assert path.name == "4"
     assert sorted(os.listdir(base)) == ["3", "4"]
     assert "serve_token_ids" in tf.saved_model.load(str(path)).signatures
+
+
+def test_a_failed_job_removes_only_an_output_folder_it_created_and_left_empty(
+        tmp_path, monkeypatch):
+    import importlib
+
+    from kbert.atomic import removed_if_unfinished
+
+    pretraining = importlib.import_module("kbert.training.pretrain")  # the module, not the function
+
+    for name, leftovers in (("empty", ()), ("logs", ("logs",)), ("checkpoint", ("checkpoints",)),
+                            ("existed", ())):
+        output = tmp_path / name
+        if name == "existed":
+            output.mkdir()
+        with pytest.raises(RuntimeError), removed_if_unfinished(output):
+            output.mkdir(exist_ok=True)
+            for entry in leftovers:
+                (output / entry).mkdir()
+            raise RuntimeError("killed by the test")
+        assert output.exists() == (name in ("checkpoint", "existed")), name
+
+    def fail(*args, **kwargs):  # a failure after pretrain() made its folder
+        raise RuntimeError("no data")
+
+    monkeypatch.setattr(pretraining, "pretraining_data", fail)
+    with pytest.raises(RuntimeError, match="no data"):
+        pretraining.pretrain(tmp_path / "pretrain", preset="tiny", steps=1, batch_size=2,
+                             sequence_length=16, corpus=None)
+    assert not (tmp_path / "pretrain").exists()

@@ -18,13 +18,13 @@ import inspect
 import math
 import numbers
 import os
-import shutil
 import pathlib
 import time
 import warnings
 
 import keras
 
+from kbert.atomic import removed_if_unfinished
 from kbert.runs import RunDirectory
 from kbert.tasks import EVAL_SEED, get_spec, subset
 from kbert.training import finetune_checkpoints as resumable
@@ -158,13 +158,8 @@ def _no_unfinished_output(run):
         config = bound.get("config")
         output = pathlib.Path(config.output_dir if config is not None else bound.get(
             "settings", {}).get("output_dir", FinetuneConfig.output_dir))
-        existed = output.exists()
-        try:
+        with removed_if_unfinished(output):
             return run(*args, **kwargs)
-        except BaseException:
-            if not existed and output.is_dir() and {p.name for p in output.iterdir()} <= {"logs"}:
-                shutil.rmtree(output, ignore_errors=True)
-            raise
     return wrapper
 
 

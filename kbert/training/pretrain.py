@@ -42,6 +42,7 @@ import time
 
 import numpy as np
 
+from kbert.atomic import removed_if_unfinished
 from kbert.training.precision import needs_loss_scale
 from kbert.training.pretrain_config import PretrainConfig, default_max_predictions
 from kbert.training.pretrain_data import finish, most_frequent_baseline, pretraining_data
@@ -64,15 +65,20 @@ def pretrain(output_dir=None, config=None, **kwargs):
 
     Either `pretrain(config=PretrainConfig(...))` or `pretrain(output_dir, **fields)` with the
     fields of `PretrainConfig` as keywords; there `config=` may also be a `BertConfig`, the
-    fresh model's shape (the `bert_config` field).
+    fresh model's shape (the `bert_config` field). A run that fails before its first
+    checkpoint leaves no output folder behind.
     """
+    config = _as_config(output_dir, config, kwargs)
+    with removed_if_unfinished(config.output_dir) as output:
+        output.mkdir(parents=True, exist_ok=True)
+        return _pretrain(config, output)
+
+
+def _pretrain(config, output):
     import keras
 
     from kbert.training.distribution import check_jit_compile, get_strategy, is_chief
 
-    config = _as_config(output_dir, config, kwargs)
-    output = pathlib.Path(config.output_dir)
-    output.mkdir(parents=True, exist_ok=True)
     strategy = get_strategy(config.strategy)
     check_jit_compile(strategy, config.jit_compile)
     chief = is_chief(strategy)
