@@ -51,7 +51,8 @@ MAX_QUERY_LENGTH = 64  # kbert's SquadTask default, given to the HF side too
 
 
 def make_budget(task, args):
-    """The run's settings: the task's defaults, then --smoke, then explicit flags."""
+    """The run's settings: the task's defaults, then --smoke, then explicit flags. (The parent
+    process does not import kbert: that would cost each run a TensorFlow import.)"""
     budget = {"init": INIT, "epochs": 3, "batch_size": 32, "learning_rate": 5e-5,
               "warmup_fraction": 0.1, "weight_decay": 0.01, "max_train_examples": None,
               "max_eval_examples": None, "seed": 0, **DEFAULTS[task]}
@@ -64,11 +65,9 @@ def make_budget(task, args):
             budget[name] = value
     if task == "squad":
         budget["max_query_length"] = MAX_QUERY_LENGTH
-    from kbert.tasks import EVAL_SEED
-
     if args.init:
         budget["init"] = str(pathlib.Path(args.init).resolve())
-    budget.update(task=task, smoke=bool(args.smoke), eval_seed=EVAL_SEED)
+    budget.update(task=task, smoke=bool(args.smoke))
     return budget
 
 
@@ -144,6 +143,8 @@ def run_kbert(budget, examples, workdir):
                                   "f1": m["dev"]["f1"]}}[task](metrics)
     record = {"steps": metrics["settings"]["steps"], "train_seconds": metrics["train_seconds"],
               "final_train_loss": metrics["final_train_loss"]}
+    if task == "squad":
+        record["eval_windows"] = metrics["dev"]["features"]
     if budget["smoke"]:
         record["learning_rates"] = kbert_learning_rates(workdir)
     return scores, record, seconds
@@ -190,8 +191,11 @@ def side_main(side, budget_file, output_file):
             scores, record, seconds = run_kbert(budget, examples, pathlib.Path(workdir) / "run")
         else:
             scores, record, seconds = run_hf(budget, examples, spec)
+    from kbert.tasks import EVAL_SEED
+
     result = {**scores, "seconds": round(seconds, 1), "run": record,
-              "examples": fingerprint(examples), "threads": threads()}
+              "examples": {**fingerprint(examples), "eval_seed": EVAL_SEED},
+              "threads": threads()}
     pathlib.Path(output_file).write_text(json.dumps(result, indent=1))
 
 

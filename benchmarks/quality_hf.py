@@ -64,12 +64,17 @@ def batch_stream(count, batch_size, seed):
 
 
 def pad_batch(rows, keys, pad_values):
-    """Tensors of the rows' lists for `keys`, padded to the batch's longest row."""
+    """Tensors of the rows' values for `keys`, lists padded to the batch's longest row."""
     import torch
 
     longest = max(len(r[keys[0]]) for r in rows)
-    return {k: torch.tensor([list(r[k]) + [pad_values.get(k, 0)] * (longest - len(r[k]))
-                             for r in rows]) for k in keys}
+
+    def column(k):
+        if not isinstance(rows[0][k], (list, tuple)):
+            return torch.tensor([r[k] for r in rows])
+        return torch.tensor([list(r[k]) + [pad_values.get(k, 0)] * (longest - len(r[k]))
+                             for r in rows])
+    return {k: column(k) for k in keys}
 
 
 def train(model, features, budget, collate):
@@ -136,8 +141,7 @@ def sentiment(checkpoint, examples, budget):
                 for i, (_, y) in enumerate(rows)]
 
     def collate(rows):
-        return {**pad_batch(rows, ENCODER_KEYS, {}), "labels": torch.tensor(
-            [r["labels"] for r in rows])}
+        return pad_batch(rows, (*ENCODER_KEYS, "labels"), {})
 
     record = train(model, encode(examples["train"]), budget, collate)
     scores = {}
