@@ -2,24 +2,22 @@
 crashes (issue #23).
 
 Entry points: the tokenizer and `BertPreprocessor` (single, pair, multiple choice) in this
-process, and the `serving_default` / `serve_token_ids` signatures of every kind of export (a
-sentence classifier, a pair classifier, multiple choice, a span labeler, a token classifier) in a
-fresh serving process that loads the SavedModels with TensorFlow and tensorflow-text's ops only
-(`benchmarks/fuzz_serving.py`). Tiny random models on the real MiniLM vocabulary (30,522 tokens).
+process; the `serving_default` / `serve_token_ids` signatures of every kind of export (sentence
+and pair classifiers, multiple choice, span labeler, token classifier; tiny random models on the
+real MiniLM vocabulary) in a fresh serving process with TensorFlow and tensorflow-text's ops only
+(`benchmarks/fuzz_serving.py`). Inputs: random Unicode from all planes, combining marks,
+right-to-left text and controls, emoji sequences, control characters and NUL, invalid UTF-8,
+typed special tokens ("[SEP]" is text), 10,000-character words, 1 MB strings, empty strings and
+empty batches; for `serve_token_ids`, ids, segments and masks in and out of range, bad shapes.
 
-Inputs: random Unicode from all planes, combining marks, right-to-left text and controls, emoji
-sequences, control characters and NUL, invalid UTF-8 bytes, typed special tokens ("[SEP]" is
-text), 10,000-character words, 1 MB strings, empty strings and empty batches; for
-`serve_token_ids`, ids, segments and masks in and out of range and mismatched shapes.
-
-A case is one string (one id row for `serve_token_ids`, one request for the batch-level cases).
-Its verdict: "ok" (an answer that keeps the invariants: ids in range, no special id from user
-text, the structure [CLS] A [SEP] (B [SEP]), shapes, answers that are the text's own characters,
-probabilities that sum to 1; and, the decision on invalid UTF-8, the ids of the text with its
-invalid bytes dropped, as Google's `errors="ignore"` decoding), "error" (a clear error: an
-InvalidArgument/Type/Value error naming the input, where one is due), "wrong" (an answer that
-breaks an invariant, or an answer where an error is due) or "crash" (any other exception, or the
-serving process dying). After each entry point, a normal request must still answer as before.
+A case is one string (one id batch for `serve_token_ids`, one request for malformed requests).
+Verdicts: "ok" (an answer keeping the invariants: ids in range, no special id from user text,
+[CLS] A [SEP] (B [SEP]) with Google's truncation, shapes, answers that are the text's own
+characters, probabilities summing to 1; invalid UTF-8 is dropped, as Google's `errors="ignore"`
+decoding: the ids equal those of the text without its invalid bytes), "error" (a clear
+InvalidArgument/Type/Value error naming the input, where one is due), "wrong" (an invariant
+broken, or an answer where an error is due), "crash" (any other exception, or the serving
+process dying). After each entry point a normal request must still answer as before.
 
     python -m benchmarks.fuzz [--cases 10000] [--seed 0] [--output benchmarks/results/fuzz.json]
 """
@@ -34,9 +32,8 @@ import time
 SEQUENCE_LENGTH = 32
 NUM_CHOICES = 3
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-WORDS = ("the river flows through paris . who was born in 1990 ? a museum opened in berlin "
-         "café naïve ÉCOLE straße İstanbul ΣΟΦΟΣ don't state-of-the-art 東京 北京 ##s").split()
-WORDS = tuple(WORDS)
+WORDS = tuple(("the river flows through paris . who was born in 1990 ? a museum opened in berlin "
+         "café naïve ÉCOLE straße İstanbul ΣΟΦΟΣ don't state-of-the-art 東京 北京 ##s").split())
 RESULTS = pathlib.Path(__file__).parent / "results" / "fuzz.json"
 LIBRARY_ENTRIES = ("tokenizer", "single", "pair", "choices")
 
@@ -231,9 +228,7 @@ class Library:
             return rows
         return [all(rows[i * NUM_CHOICES:(i + 1) * NUM_CHOICES]) for i in range(n)]
 
-    @staticmethod
-    def _row(out, i):
-        return {k: out[k][i].numpy() for k in ("token_ids", "segment_ids", "padding_mask")}
+    _row = staticmethod(lambda out, i: {k: v[i].numpy() for k, v in out.items()})
 
 
 def classify(call, clear=("InvalidArgumentError", "TypeError", "ValueError")):

@@ -24,23 +24,23 @@ def _assert_clean(counts, entries):
 
 
 def test_library_entry_points(tokenizer):
-    counts, failures = fuzz.run_library(fuzz.LIBRARY_ENTRIES, 400, seed=0,
+    counts, failures = fuzz.run_library(fuzz.LIBRARY_ENTRIES, 300, seed=0,
                                         tokenizer=tokenizer, megabyte_every=100)
     assert failures == []
     _assert_clean(counts, fuzz.LIBRARY_ENTRIES)
-    assert all(counts[e]["ok"] >= 400 for e in fuzz.LIBRARY_ENTRIES)  # strings: no errors
+    assert all(counts[e]["ok"] >= 300 for e in fuzz.LIBRARY_ENTRIES)  # strings: no errors
 
 
 def test_served_exports_in_a_fresh_process(tmp_path):
-    counts, failures = fuzz_serving.run(300, seed=0, megabyte_every=100,
+    counts, failures = fuzz_serving.run(250, seed=0, megabyte_every=100,
                                         exports=fuzz_serving.export_models(tmp_path))
     assert failures == [], failures[:5]
     _assert_clean(counts, fuzz_serving.ENTRIES)
     for entry in fuzz_serving.ENTRIES:
         assert counts[entry]["still_answering"] is True, entry
-        assert counts[entry]["cases"] >= 300
+        assert counts[entry]["cases"] >= 250
     ids = counts["token_ids"]  # hostile ids refused by name, valid ones answered
-    assert ids["error"] > 100 and ids["ok"] > 50
+    assert ids["error"] > 100 and ids["ok"] > 40
 
 
 def test_the_checks_see_wrong_answers(tokenizer):
