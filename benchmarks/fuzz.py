@@ -281,17 +281,18 @@ def main(argv=None):
 
     start = time.perf_counter()
     tokenizer = BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-    counts, failures = run_library(LIBRARY_ENTRIES, args.cases, args.seed, tokenizer)
+    library, failures = run_library(LIBRARY_ENTRIES, args.cases, args.seed, tokenizer)
+    counts = {f"library {k}": v for k, v in library.items()}
     if not args.skip_serving:
         serving, more = fuzz_serving.run(args.cases, args.seed, huge_mb=args.huge_mb)
-        counts.update(serving)
+        counts.update({f"served {k}": v for k, v in serving.items()})
         failures += more
     result = {"cases_per_entry": args.cases, "seed": args.seed, "counts": counts,
               "failures": failures[:50], "seconds": round(time.perf_counter() - start, 1)}
     pathlib.Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
     for entry, tally in counts.items():
-        print(f"{entry:>16}: " + ", ".join(f"{k} {v}" for k, v in sorted(tally.items())))
+        print(f"{entry:>20}: " + ", ".join(f"{k} {v}" for k, v in sorted(tally.items())))
     return result
 
 
