@@ -145,6 +145,9 @@ def test_resume_after_sigkill(tmp_path, corpus_file):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["steps"] == 40 and metrics["resumed_from_step"] == saved
     assert metrics["start"] is not None  # the start metrics of the first attempt survive
+    from kbert.atomic import staging_entries  # nothing the killed writer staged is left
+
+    assert list(staging_entries(out / "checkpoints")) == []
     # The learning rate after the resume is the uninterrupted schedule's: warmup 4, peak 1e-3,
     # linear decay to 0 at step 40.
     lr = dict(event_scalars(out / "logs/steps")["learning_rate"])
