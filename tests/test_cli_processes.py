@@ -23,6 +23,17 @@ def run(command, timeout=900):
     return done.stdout, done.stderr
 
 
+def run_together(*commands, timeout=900):
+    """(stdout, stderr) of each command, run side by side in new processes (they only read
+    what they share): most of a command's seconds are its single-threaded start."""
+    procs = [subprocess.Popen([str(c) for c in command], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for command in commands]
+    outputs = [proc.communicate(timeout=timeout) for proc in procs]
+    for command, proc, (_, err) in zip(commands, procs, outputs):
+        assert proc.returncode == 0, f"{command} failed:\n{err[-3000:]}"
+    return outputs
+
+
 def python(code, *args):
     """The last stdout line of `python -c code args` in a new process, parsed as JSON."""
     out, _ = run([sys.executable, "-c", code, *args])
@@ -38,48 +49,50 @@ def sentiment_run(tmp_path_factory):
     return output
 
 
+LOAD_AND_PREDICT = ("import json, sys, kbert, keras; "
+                    "m = keras.saving.load_model(sys.argv[1] + '/model.keras'); "
+                    "print(json.dumps(m.predict([sys.argv[2]], verbose=0).tolist()))")
+SERVE = ("import json, sys, tensorflow as tf, tensorflow_text; "
+         "f = tf.saved_model.load(sys.argv[1]).signatures['serving_default']; "
+         "r = f(text=tf.constant([sys.argv[2]])); "
+         "print(json.dumps([r['label'].numpy()[0].decode(), "
+         "r['probabilities'].numpy()[0].tolist()]))")
+
+
 @pytest.mark.slow
-def test_evaluate_a_run_in_a_new_process(sentiment_run):
-    out, _ = run(KBERT + ["evaluate", sentiment_run, "--split", "dev",
-                          "--max-eval-examples", "32"])
-    assert "sentiment dev (32 examples): accuracy" in out
+def test_evaluate_predict_load_model_and_export_agree_in_new_processes(sentiment_run, tmp_path):
+    evaluated, predicted, loaded, _ = run_together(
+        KBERT + ["evaluate", sentiment_run, "--split", "dev", "--max-eval-examples", "32"],
+        KBERT + ["predict", sentiment_run, "--text", TEXT],
+        # the issue's repro: nothing but `import kbert` before loading the saved model
+        [sys.executable, "-c", LOAD_AND_PREDICT, sentiment_run, TEXT],
+        KBERT + ["export", sentiment_run, tmp_path / "served"])
+    assert "sentiment dev (32 examples): accuracy" in evaluated[0]
     saved = json.loads((sentiment_run / "eval_dev" / "metrics.json").read_text())
     assert saved["examples"] == 32 and 0 <= saved["accuracy"] <= 1
 
-
-@pytest.mark.slow
-def test_predict_load_model_and_export_agree_in_new_processes(sentiment_run, tmp_path):
-    out, _ = run(KBERT + ["predict", sentiment_run, "--text", TEXT])
-    predicted = json.loads(out)
+    predicted = json.loads(predicted[0])
     assert predicted["label"] in ("negative", "positive")
-
-    # the issue's repro: nothing but `import kbert` before loading the saved model
-    loaded = python("import json, sys, kbert, keras; "
-                    "m = keras.saving.load_model(sys.argv[1] + '/model.keras'); "
-                    "print(json.dumps(m.predict([sys.argv[2]], verbose=0).tolist()))",
-                    sentiment_run, TEXT)
-    probabilities = np.exp(loaded[0]) / np.exp(loaded[0]).sum()
+    logits = json.loads(loaded[0].strip().splitlines()[-1])[0]
+    probabilities = np.exp(logits) / np.exp(logits).sum()
     np.testing.assert_allclose(probabilities, predicted["probabilities"], atol=1e-5)
 
-    out, _ = run(KBERT + ["export", sentiment_run, tmp_path / "served"])
     version = tmp_path / "served" / "1"
     assert (version / "saved_model.pb").is_file()
-    served = python("import json, sys, tensorflow as tf, tensorflow_text; "
-                    "f = tf.saved_model.load(sys.argv[1]).signatures['serving_default']; "
-                    "r = f(text=tf.constant([sys.argv[2]])); "
-                    "print(json.dumps([r['label'].numpy()[0].decode(), "
-                    "r['probabilities'].numpy()[0].tolist()]))", version, TEXT)
+    served = python(SERVE, version, TEXT)
     assert served[0] == predicted["label"]  # label names come from the run
     np.testing.assert_allclose(served[1], predicted["probabilities"], atol=1e-5)
 
 
 def test_commands_on_a_directory_that_is_not_a_run(tmp_path):
-    for command in (["evaluate", tmp_path], ["predict", tmp_path, "--text", "x"],
-                    ["export", tmp_path, tmp_path / "out"]):
-        done = subprocess.run([str(c) for c in KBERT + command], capture_output=True,
-                              text=True, timeout=300)
-        assert done.returncode == 2, done.stderr[-2000:]
-        assert "holds no model.keras or run.json" in done.stderr
+    procs = [subprocess.Popen([str(c) for c in KBERT + command], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+             for command in (["evaluate", tmp_path], ["predict", tmp_path, "--text", "x"],
+                             ["export", tmp_path, tmp_path / "out"])]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2, err[-2000:]
+        assert "holds no model.keras or run.json" in err
 
 
 QUESTION = "Which river flows through the city?"
@@ -109,12 +122,13 @@ def test_squad_run_evaluates_predicts_and_serves_the_same_answers(tmp_path):
     run(KBERT + ["finetune", "--task", "squad", "--preset", "tiny", "--steps", "2",
                  "--batch-size", "8", "--sequence-length", "128", "--max-train-examples", "32",
                  "--max-eval-examples", "16", "--output", output])
-    out, _ = run(KBERT + ["evaluate", output, "--max-eval-examples", "8"])
-    assert "squad dev (8 examples): exact_match" in out
-    out, _ = run(KBERT + ["predict", output, "--question", QUESTION, "--context", CONTEXT])
+    (evaluated, _), (out, _), _ = run_together(
+        KBERT + ["evaluate", output, "--max-eval-examples", "8"],
+        KBERT + ["predict", output, "--question", QUESTION, "--context", CONTEXT],
+        KBERT + ["export", output, tmp_path / "served"])
+    assert "squad dev (8 examples): exact_match" in evaluated
     answer = json.loads(out)
     assert CONTEXT[answer["start"]:answer["end"]] == answer["answer"] != ""
-    run(KBERT + ["export", output, tmp_path / "served"])
     served = serve_in_emulator(tmp_path, tmp_path / "served" / "1",
                                {"question": [QUESTION, "Who saw the Mona Lisa?"],
                                 "context": [CONTEXT, CONTEXT]})
@@ -129,13 +143,14 @@ def test_conll_run_evaluates_predicts_and_serves_the_same_entities(tmp_path):
     run(KBERT + ["finetune", "--task", "conll", "--preset", "tiny", "--steps", "2",
                  "--batch-size", "8", "--max-train-examples", "32", "--max-eval-examples", "16",
                  "--output", output])
-    out, _ = run(KBERT + ["evaluate", output, "--split", "dev", "--max-eval-examples", "8"])
-    assert "conll dev (8 examples): precision" in out
-    out, _ = run(KBERT + ["predict", output, "--text", NER_TEXT])
+    (evaluated, _), (out, _), _ = run_together(
+        KBERT + ["evaluate", output, "--split", "dev", "--max-eval-examples", "8"],
+        KBERT + ["predict", output, "--text", NER_TEXT],
+        KBERT + ["export", output, tmp_path / "served"])
+    assert "conll dev (8 examples): precision" in evaluated
     entities = json.loads(out)
     for entity in entities:
         assert NER_TEXT[entity["start"]:entity["end"]] == entity["text"]
-    run(KBERT + ["export", output, tmp_path / "served"])
     served = serve_in_emulator(tmp_path, tmp_path / "served" / "1",
                                {"text": [NER_TEXT, "John lives in Berlin."]})
     count = served["entity_count"][0]
@@ -150,21 +165,19 @@ def test_vocab_convert_and_pretrain_in_new_processes(tmp_path):
     corpus.write_text("\n\n".join(  # one sentence per line, blank line between documents
         "\n".join(f"Sentence {i} of document {d} is about topic {d % 3}." for i in range(6))
         for d in range(40)) + "\n")
-    out, _ = run(KBERT + ["vocab", "--corpus", corpus, "--size", "150",
-                          "--output", tmp_path / "vocab.txt"])
+    (vocab_out, _), _, (pretrain_out, _) = run_together(
+        KBERT + ["vocab", "--corpus", corpus, "--size", "150", "--output", tmp_path / "vocab.txt"],
+        KBERT + ["convert", "minilm_l6_h384_uncased", tmp_path / "google", "--to", "google"],
+        KBERT + ["pretrain", "--preset", "tiny", "--corpus", corpus, "--steps", "2",
+                 "--batch-size", "4", "--sequence-length", "32", "--output", tmp_path / "pre"])
     tokens = (tmp_path / "vocab.txt").read_text().splitlines()
-    assert tokens[0] == "[PAD]" and "document" in tokens and "Wrote" in out
+    assert tokens[0] == "[PAD]" and "document" in tokens and "Wrote" in vocab_out
+    assert "held-out: mlm_accuracy" in pretrain_out
 
-    run(KBERT + ["convert", "minilm_l6_h384_uncased", tmp_path / "google", "--to", "google"])
-    run(KBERT + ["convert", tmp_path / "google", tmp_path / "hf", "--to", "huggingface"])
-    assert (tmp_path / "hf" / "model.safetensors").is_file()
-
-    out, _ = run(KBERT + ["pretrain", "--preset", "tiny", "--corpus", corpus, "--steps", "2",
-                          "--batch-size", "4", "--sequence-length", "32",
-                          "--output", tmp_path / "pre"])
-    assert "held-out: mlm_accuracy" in out
-    # the pretrained weights start a fine-tuning run, in yet another process
-    run(KBERT + ["finetune", "--task", "sentiment", "--init", tmp_path / "pre" / "model",
+    run_together(  # the converted checkpoint converts again; the pretrained weights fine-tune
+        KBERT + ["convert", tmp_path / "google", tmp_path / "hf", "--to", "huggingface"],
+        KBERT + ["finetune", "--task", "sentiment", "--init", tmp_path / "pre" / "model",
                  "--steps", "1", "--batch-size", "4", "--max-eval-examples", "8",
                  "--output", tmp_path / "ft"])
+    assert (tmp_path / "hf" / "model.safetensors").is_file()
     assert json.loads((tmp_path / "ft" / "run.json").read_text())["task"] == "sentiment"
