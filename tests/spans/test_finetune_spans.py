@@ -1,9 +1,8 @@
-"""SQuAD and CoNLL through the one fine-tuning driver: training, the run directory, evaluate
-and predict (in this process and in a new one)."""
+"""SQuAD and CoNLL through the one fine-tuning driver, in this process: training, the run
+directory, evaluate and predict (tests/test_cli_processes.py runs the same jobs as a user does,
+each command in a new process)."""
 
 import json
-import subprocess
-import sys
 
 import keras
 import pytest
@@ -37,49 +36,30 @@ def _common(tmp_path, name):
 
 
 @pytest.mark.slow
-def test_finetune_squad_v1_writes_metrics_logs_model_and_predicts(tmp_path):
-    data = _squad_dir(tmp_path)
-    metrics = finetune("squad", data_dir=data, sequence_length=48,
-                       task_options={"doc_stride": 16, "max_query_length": 12},
-                       **_common(tmp_path, "run"))
-    run = tmp_path / "run"
-    assert json.loads((run / "metrics.json").read_text()) == json.loads(json.dumps(metrics))
-    assert 0 <= metrics["exact_match"] <= metrics["f1"] <= 100
-    assert metrics["total"] == 6 and metrics["eval_split"] == "dev"
-    assert metrics["features"] > 6  # windows
-    assert list((run / "logs").rglob("events.out.tfevents.*"))
-    assert isinstance(keras.saving.load_model(run / "model.keras"), BertSpanLabeler)
-    info = RunDirectory.open(run).info
-    assert info["task_options"]["doc_stride"] == 16 and info["settings"]["sequence_length"] == 48
-    assert set(json.loads((run / "predictions.json").read_text())["dev"]) == {
-        "p0", "p1", "p2", "p3", "l0", "l1"}
-    answer = predict_run(run, question="Where was Peter Smith born?", context=CONTEXT)
-    assert answer["answer"] and CONTEXT[answer["start"]:answer["end"]] == answer["answer"]
-    with pytest.raises(ValueError, match="question and context"):
-        predict_run(run, text="Peter")
-    # a fresh process (nothing imported yet) loads the run too
-    code = ("import sys; from kbert.training.finetune import predict_run; "
-            "print(predict_run(sys.argv[1], question='Who?', context='Peter went.')"
-            "['answer'])")
-    done = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] in "Peter went."
-    with pytest.raises(ValueError, match="context 0 must not be empty"):
-        predict_run(run, question="Who?", context=" ")
-
-
-@pytest.mark.slow
 def test_finetune_squad2_from_v1_with_unanswerable_questions(tmp_path):
     data = _squad_dir(tmp_path)
     splits = squad_splits("2.0", data, 0.5)
     assert len(splits["dev"]) == 9 and sum(e.is_impossible for e in splits["dev"]) == 3
     assert all(e.context != CONTEXT for e in splits["dev"]
                if e.is_impossible and e.title == "London" and e.id.startswith("p"))
-    metrics = finetune("squad2", data_dir=data, sequence_length=64,
-                       task_options={"max_query_length": 12}, **_common(tmp_path, "run2"))
-    assert RunDirectory.open(tmp_path / "run2").info["version"] == "2.0"
-    assert metrics["task"] == "squad2"
+    metrics = finetune("squad2", data_dir=data, sequence_length=48,
+                       task_options={"doc_stride": 16, "max_query_length": 12},
+                       **_common(tmp_path, "run2"))
+    run = tmp_path / "run2"
+    assert json.loads((run / "metrics.json").read_text()) == json.loads(json.dumps(metrics))
+    info = RunDirectory.open(run).info
+    assert info["version"] == "2.0" and info["task_options"]["doc_stride"] == 16
+    assert info["settings"]["sequence_length"] == 48
+    assert metrics["task"] == "squad2" and metrics["eval_split"] == "dev"
+    assert 0 <= metrics["exact_match"] <= metrics["f1"] <= 100
+    assert metrics["features"] > metrics["total"] == 9  # windows
+    assert list((run / "logs").rglob("events.out.tfevents.*"))
+    assert isinstance(keras.saving.load_model(run / "model.keras"), BertSpanLabeler)
+    assert len(json.loads((run / "predictions.json").read_text())["dev"]) == 9
+    with pytest.raises(ValueError, match="question and context"):
+        predict_run(run, text="Peter")
+    with pytest.raises(ValueError, match="context 0 must not be empty"):
+        predict_run(run, question="Who?", context=" ")
     assert metrics["no_answer_total"] == 3 and metrics["has_answer_total"] == 6
     assert "best_f1_threshold" in metrics and metrics["best_f1"] >= metrics["f1"] - 1e-9
     # a threshold above every diff answers everything; below every diff abstains
@@ -102,8 +82,9 @@ def _conll_dir(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["finetune", "feature"])
-def test_finetune_conll_writes_entity_scores_and_tags_raw_text(tmp_path, mode):
+def test_finetune_conll_writes_entity_scores_and_tags_raw_text(tmp_path, mode="feature"):
+    """Feature mode here; full fine-tuning of CoNLL runs as a user runs it in
+    tests/test_cli_processes.py (finetune, evaluate, predict, export)."""
     data = _conll_dir(tmp_path)
     assert read_conll(data / "train.txt")[1] == "iob1"
     metrics = finetune("conll", data_dir=data, mode=mode, sequence_length=32,
@@ -115,8 +96,7 @@ def test_finetune_conll_writes_entity_scores_and_tags_raw_text(tmp_path, mode):
     assert metrics["f1"] == metrics["test"]["f1"] and metrics["test"]["gold"] == 12
     label_names = RunDirectory.open(run).info["label_names"]
     assert label_names[0] == "O" and len(label_names) == 9
-    if mode == "feature":
-        assert metrics["sizes"]["trainable_parameters"] < metrics["sizes"]["parameters"] / 10
+    assert metrics["sizes"]["trainable_parameters"] < metrics["sizes"]["parameters"] / 10
     model = keras.saving.load_model(run / "model.keras")
     assert isinstance(model, BertTokenClassifier) and model.is_feature_based == (mode == "feature")
     text = "Peter Smith visited Paris, and John lives in Berlin."
@@ -125,9 +105,8 @@ def test_finetune_conll_writes_entity_scores_and_tags_raw_text(tmp_path, mode):
         assert text[entity["start"]:entity["end"]] == entity["text"]
         assert entity["type"] in {"PER", "LOC", "ORG", "MISC"}
     assert predict_run(run, text=["", text])[0] == []
-    if mode == "finetune":
-        scores = evaluate_run(run, split="dev", data_dir=data)
-        assert scores["examples"] == 6 and scores["f1"] == pytest.approx(metrics["dev"]["f1"])
+    scores = evaluate_run(run, split="dev", data_dir=data)
+    assert scores["examples"] == 6 and scores["f1"] == pytest.approx(metrics["dev"]["f1"])
 
 
 def test_unknown_task_is_rejected(tmp_path):
