@@ -14,6 +14,10 @@ of `str.lower` (a final capital sigma becomes `ς`) is applied separately with a
 """
 
 import functools
+import hashlib
+import json
+import os
+import pathlib
 import unicodedata
 
 # Google's `_is_chinese_char` ranges: the CJK Unified Ideographs blocks and extensions plus
@@ -24,6 +28,32 @@ CJK_RANGES = (
 )
 
 _MAX = 0x110000
+
+
+def _stored(name, compute):
+    """`compute()`, kept on disk after the first time: deriving the tables walks all 1.1M
+    code points (seconds), which every process that builds a tokenizer would otherwise pay.
+
+    The file (`$KBERT_CACHE`, default ~/.cache/kbert) is keyed by the Unicode version and this
+    module's code, so a new Python or a change here computes afresh; an unreadable one is
+    recomputed and replaced, and a cache directory that cannot be written is only skipped.
+    """
+    source = hashlib.sha256(pathlib.Path(__file__).read_bytes()).hexdigest()[:16]
+    directory = pathlib.Path(os.environ.get("KBERT_CACHE", "~/.cache/kbert")).expanduser()
+    path = directory / f"unicode-{unicodedata.unidata_version}-{source}-{name}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    value = compute()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        staging.write_text(json.dumps(value), encoding="utf-8")
+        os.replace(staging, path)
+    except OSError:
+        pass
+    return value
 
 
 def _chars():
@@ -75,6 +105,11 @@ def char_map(lowercase):
 
     Capital sigma is left alone (mapped by `sigma_patterns` in context).
     """
+    return _stored(f"char_map-{'uncased' if lowercase else 'cased'}",
+                   lambda: compute_char_map(lowercase))
+
+
+def compute_char_map(lowercase):
     table = {}
     for cp, ch in _chars():
         if ch == "\u03a3":
@@ -129,6 +164,10 @@ def char_class(cps, negate=False):
 @functools.lru_cache(maxsize=None)
 def split_pattern():
     """(delimiter regex, kept-delimiter regex) for splitting normalized text into words."""
+    return tuple(_stored("split_pattern", compute_split_pattern))
+
+
+def compute_split_pattern():
     isolated = [cp for cp, ch in _chars() if is_punctuation(ch) or is_cjk(ch)]
     keep = char_class(isolated)
     return " |" + keep, keep
@@ -141,6 +180,10 @@ def sigma_pattern():
     Applied to normalized text, where deleted characters are already gone (as in Google's code,
     which lowercases after cleaning) and spaces end a word.
     """
+    return _stored("sigma_pattern", compute_sigma_pattern)
+
+
+def compute_sigma_pattern():
     ignorable, cased = _sigma_classes()
     ign = char_class(ignorable)
     cased_cls = char_class(cased)
