@@ -96,38 +96,51 @@ def test_save_and_load_each_model(config, tmp_path):
     assert len(loaded.trainable_weights) == len(head.trainable_weights) > 0
 
 
-def _fit_losses(model, examples, kind, epochs=20):
+@pytest.fixture
+def one_block(config):
+    """For the learning tests: one block learns these toys as well, and traces in half the
+    time."""
+    import dataclasses
+
+    return dataclasses.replace(config, num_layers=1)
+
+
+def _fit_losses(model, examples, kind, epochs=14):
+    """Per-epoch losses; one repeated pipeline, so no epoch pays for restarting it. (With one
+    block, seeds 0-2: the last/first loss ratio is 0.35-0.70 after 10 epochs, <= 0.13 after 14;
+    the feature classifier's head <= 0.16 after 8.)"""
     data = make_dataset(examples, preprocessor(12), batch_size=8, kind=kind).cache()
-    return model.fit(data, epochs=epochs, verbose=0, shuffle=False).history["loss"]
+    return model.fit(data.repeat(), steps_per_epoch=int(data.cardinality()), epochs=epochs,
+                     verbose=0, shuffle=False).history["loss"]
 
 
 EXAMPLES = [("good film", 1), ("very good movie", 1), ("fine", 1), ("good", 1),
             ("bad film", 0), ("very dull movie", 0), ("dull", 0), ("bad", 0)] * 2
 
 
-def test_short_fit_reduces_loss(config):
-    model = BertClassifier(BertBackbone(config), num_classes=2)
+def test_short_fit_reduces_loss(one_block):
+    model = BertClassifier(BertBackbone(one_block), num_classes=2)
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
     losses = _fit_losses(model, EXAMPLES, "classification")
     assert losses[-1] < 0.5 * losses[0]
 
 
-def test_multiple_choice_fit_reduces_loss(config):
+def test_multiple_choice_fit_reduces_loss(one_block):
     examples = [(("what is it ?", ("good", "bad", "dull", "fine")), 0),
                 (("what was it ?", ("bad", "dull", "good", "no")), 2),
                 (("who is it ?", ("dull", "good", "no", "yes")), 1)] * 3
-    model = BertMultipleChoice(BertBackbone(config), num_choices=4)
+    model = BertMultipleChoice(BertBackbone(one_block), num_choices=4)
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
     losses = _fit_losses(model, examples, "multiple_choice")
     assert losses[-1] < 0.5 * losses[0]
 
 
-def test_feature_classifier_trains_only_the_head(config):
-    model = BertFeatureClassifier(BertBackbone(config), 2, layers=(-2, -1), lstm_units=16)
+def test_feature_classifier_trains_only_the_head(one_block):
+    model = BertFeatureClassifier(BertBackbone(one_block), 2, layers=(-2, -1), lstm_units=16)
     extractor = model.feature_extractor
     frozen = [w.copy() for w in extractor.get_weights()]
     model.compile(keras.optimizers.Adam(1e-2))
-    losses = _fit_losses(model, EXAMPLES, "classification")
+    losses = _fit_losses(model, EXAMPLES, "classification", epochs=8)
     assert losses[-1] < 0.5 * losses[0]
     for before, after in zip(frozen, extractor.get_weights()):
         np.testing.assert_array_equal(before, after)
