@@ -4,9 +4,11 @@ configuration files of Hugging Face (`config.json`) and the original Google rele
 
 import dataclasses
 import json
-import math
-import numbers
 import os
+
+from kbert.config_checks import (  # noqa: F401  (part of kbert.config's API)
+    ACTIVATIONS, INT_FIELDS, LIMITS, MAX_PARAMETERS, POSITIVE_FIELDS, RATE_FIELDS, ConfigError,
+    check_fields, check_keras_hub_config, is_int, parameter_count)
 
 # Names that Hugging Face and Google write in `hidden_act`, mapped to kbert's two GELU forms.
 # Google's own code only ever had the tanh approximation and called it "gelu"; Hugging Face
@@ -21,93 +23,6 @@ _HF_ACTIVATIONS = {
 # "gelu_exact" is kbert's own addition to bert_config.json: Google's modeling.py rejects the
 # unknown name instead of silently computing the tanh form for an exact-GELU model.
 _GOOGLE_ACTIVATIONS = {"gelu": "gelu_tanh", "gelu_exact": "gelu", "relu": "relu"}
-ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
-
-
-class ConfigError(ValueError):
-    """A configuration value that cannot describe a BERT model."""
-
-
-LIMITS = {
-    "vocab_size": 2**20,
-    "hidden_size": 2**14,
-    "num_layers": 256,
-    "num_heads": 2**10,
-    "intermediate_size": 2**16,
-    "max_position_embeddings": 2**16,
-    "type_vocab_size": 2**10,
-}
-"""Upper bounds of the integer sizes. Every released BERT fits with room to spare (BERT-large:
-1,024 hidden, 24 layers; Megatron-BERT 3.9B: 2,560 hidden, 48 layers; multilingual vocabularies
-~250k; long-context encoders 8,192 positions); a size past them is a typo or a hostile file,
-refused before any weight is allocated."""
-MAX_PARAMETERS = 20_000_000_000
-"""At most 20 billion encoder weights (80 GB of float32): five times the largest BERT-shaped
-encoder published, and the bound the per-size limits alone do not give (256 layers at hidden
-16,384 would be ~800 billion)."""
-_INTS = tuple(LIMITS)
-_RATES = ("hidden_dropout", "attention_dropout")
-_POSITIVE = ("initializer_range", "layer_norm_eps")
-
-
-def _is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_real(value):
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _field_problem(name, value):
-    """What is wrong with one field's value (None when nothing is)."""
-    if name in LIMITS:
-        if not _is_int(value) or not 1 <= value <= LIMITS[name]:
-            return f"must be a positive integer of at most {LIMITS[name]:,}"
-    elif name in _RATES:
-        if not _is_real(value) or not 0.0 <= value < 1.0:
-            return "must be a number in [0, 1)"
-    elif name in _POSITIVE:
-        if not _is_real(value) or not 0.0 < value < math.inf:
-            return "must be a finite positive number"
-        if name == "layer_norm_eps" and value >= 1.0:
-            return "must be below 1 (BERT's is 1e-12)"
-    elif name == "hidden_act":
-        if not isinstance(value, str) or value not in ACTIVATIONS:
-            return f"must be one of {', '.join(ACTIVATIONS)}"
-    return None
-
-
-def parameter_count(values) -> int:
-    """The number of encoder weights (embeddings, layers, pooler; no pre-training heads) of
-    a config or a dict of its fields, computed without building anything."""
-    get = values.get if isinstance(values, dict) else lambda k: getattr(values, k)
-    h, i = get("hidden_size"), get("intermediate_size")
-    embeddings = (get("vocab_size") + get("max_position_embeddings")
-                  + get("type_vocab_size")) * h + 2 * h
-    layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-    return embeddings + get("num_layers") * layer + h * h + h
-
-
-def check_fields(values: dict, names: dict | None = None, source: str | None = None) -> None:
-    """Raises `ConfigError` for the first field of `values` (BertConfig field → value) that
-    cannot describe a BERT model: wrong type (a bool is not an int), out of `LIMITS`, NaN or
-    infinite, or a model of more than `MAX_PARAMETERS` weights. `names` maps fields to the
-    keys the file spells them with, `source` names the file; the message says the key, the
-    value and what is allowed."""
-    names = names or {}
-    prefix = f"{source}: " if source else ""
-    for name, value in values.items():
-        problem = _field_problem(name, value)
-        if problem:
-            raise ConfigError(f"{prefix}{names.get(name, name)} {problem}, got {value!r}.")
-    if values["hidden_size"] % values["num_heads"]:
-        raise ConfigError(
-            f"{prefix}{names.get('hidden_size', 'hidden_size')} ({values['hidden_size']}) must "
-            f"be divisible by {names.get('num_heads', 'num_heads')} ({values['num_heads']}).")
-    count = parameter_count(values)
-    if count > MAX_PARAMETERS:
-        raise ConfigError(f"{prefix}these sizes make a model of {count:,} weights, more than "
-                          f"the {MAX_PARAMETERS:,} kbert accepts (kbert.config.MAX_PARAMETERS).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,15 +52,15 @@ class BertConfig:
 
     def __post_init__(self):
         check_fields(dataclasses.asdict(self))
-        for name in _INTS:  # numpy integers become plain ints (JSON, get_config)
+        for name in INT_FIELDS:  # numpy integers become plain ints (JSON, get_config)
             object.__setattr__(self, name, int(getattr(self, name)))
-        for name in _RATES + _POSITIVE:
+        for name in RATE_FIELDS + POSITIVE_FIELDS:
             object.__setattr__(self, name, float(getattr(self, name)))
 
     def check_sequence_length(self, sequence_length, name="sequence_length") -> None:
         """Raises `ConfigError` unless `sequence_length` fits this model's positions (the
         embedding table has `max_position_embeddings` rows; a longer input has no position)."""
-        if not _is_int(sequence_length) or sequence_length < 1:
+        if not is_int(sequence_length) or sequence_length < 1:
             raise ConfigError(f"{name} must be a positive integer, got {sequence_length!r}.")
         if sequence_length > self.max_position_embeddings:
             raise ConfigError(f"{name} {sequence_length} is longer than the model's "
@@ -247,30 +162,6 @@ class BertConfig:
             "type_vocab_size": self.type_vocab_size,
             "initializer_range": self.initializer_range,
         }
-
-
-_KERAS_HUB_KEYS = {"vocab_size": "vocabulary_size", "hidden_size": "hidden_dim",
-                   "num_layers": "num_layers", "num_heads": "num_heads",
-                   "intermediate_size": "intermediate_dim", "hidden_dropout": "dropout",
-                   "max_position_embeddings": "max_sequence_length",
-                   "type_vocab_size": "num_segments"}
-
-
-def check_keras_hub_config(values, source: str) -> None:
-    """Raises `ConfigError` unless `values` (the "config" of a keras-hub BertBackbone preset's
-    config.json) has sizes `BertConfig` accepts: the same bounds, checked before keras-hub
-    builds (and allocates) anything."""
-    if not isinstance(values, dict):
-        raise ConfigError(f"{source}: 'config' must be a JSON object, got {values!r}.")
-    defaults = {"dropout": 0.1, "max_sequence_length": 512, "num_segments": 2}  # keras-hub's
-    missing = sorted(k for k in _KERAS_HUB_KEYS.values()
-                     if k not in values and k not in defaults)
-    if missing:
-        raise ConfigError(f"{source} lacks {missing}.")
-    fields = {field: values.get(key, defaults.get(key))
-              for field, key in _KERAS_HUB_KEYS.items()}
-    check_fields({**fields, "attention_dropout": fields["hidden_dropout"]},
-                 names={**_KERAS_HUB_KEYS, "attention_dropout": "dropout"}, source=source)
 
 
 def _read_json(path_or_dict, filename: str) -> tuple[dict, str]:
