@@ -1,6 +1,7 @@
 """Training utilities: BERT's optimizer recipe and the fine-tuning driver."""
 
-from kbert.training.finetune import finetune, lr_sweep
+from kbert.training.finetune import finetune
+from kbert.training.lr_sweep import lr_sweep
 from kbert.training.lamb import Lamb
 from kbert.training.optimizer import WarmupPolynomialDecay, make_optimizer, no_decay_variables
 from kbert.training.pretrain import pretrain
