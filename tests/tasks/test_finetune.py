@@ -1,4 +1,5 @@
 import json
+import pathlib
 
 import keras
 import numpy as np
@@ -21,20 +22,32 @@ def toy_task(kind="classification"):
                 {"train": examples[:32], "dev": examples[32:40], "test": examples[40:]})
 
 
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """One learning-rate sweep: two `finetune` runs (most of each is graph tracing, ~10 s). The
+    sweep test checks the choice; the run-directory test checks what `finetune` wrote."""
+    output_dir = tmp_path_factory.mktemp("sweep")
+    return lr_sweep(toy_task(), learning_rates=(1e-3, 1e-6), output_dir=output_dir,
+                    init="tiny", steps=3, batch_size=8, sequence_length=16, verbose=0), output_dir
+
+
 @pytest.mark.slow
-def test_finetune_writes_metrics_logs_and_model(tmp_path):
-    metrics = finetune(toy_task(), init="tiny", output_dir=tmp_path, steps=4, batch_size=8,
-                       sequence_length=16, verbose=0)
-    saved = json.loads((tmp_path / "metrics.json").read_text())
-    assert saved == json.loads(json.dumps(metrics))
+def test_finetune_writes_metrics_logs_and_model(sweep):
+    summary, _ = sweep
+    run = pathlib.Path(summary["best_output_dir"])
+    # the sweep's summary is the chosen run's `finetune` return value plus the sweep's keys
+    returned = {k: v for k, v in summary.items()
+                if k not in ("best_learning_rate", "best_output_dir", "runs")}
+    saved = json.loads((run / "metrics.json").read_text())
+    assert saved == json.loads(json.dumps(returned))
     for name in ("accuracy", "f1", "matthews_corrcoef"):
         assert 0 <= abs(saved[name]) <= 1 and name in saved["dev"]
-    assert saved["eval_split"] == "test" and saved["settings"]["steps"] == 4
-    assert list((tmp_path / "logs").rglob("events.out.tfevents.*"))
-    model = keras.saving.load_model(tmp_path / "model.keras")
+    assert saved["eval_split"] == "test" and saved["settings"]["steps"] == 3
+    assert list((run / "logs").rglob("events.out.tfevents.*"))
+    model = keras.saving.load_model(run / "model.keras")
     assert model.output_shape == (None, 2)
     assert model.preprocessor.tokenizer.get_vocabulary()[0] == "[PAD]"
-    info = json.loads((tmp_path / "run.json").read_text())
+    info = json.loads((run / "run.json").read_text())
     assert info["task"] == "toy" and info["label_names"] is None
     assert info["settings"] == saved["settings"] and info["settings"]["sequence_length"] == 16
 
@@ -56,11 +69,14 @@ def test_regression_finetune_reports_correlations(tmp_path):
 
 
 @pytest.mark.slow
-def test_lr_sweep_keeps_the_best_dev_run(tmp_path):
-    summary = lr_sweep(toy_task(), learning_rates=(1e-3, 1e-6), output_dir=tmp_path,
-                       init="tiny", steps=3, batch_size=8, sequence_length=16, verbose=0)
+def test_lr_sweep_keeps_the_best_dev_run(sweep):
+    summary, output_dir = sweep
     runs = summary["runs"]
     assert set(runs) == {"0.001", "1e-06"}
+    for rate, run in runs.items():  # each rate's own run directory holds its own dev scores
+        assert json.loads((pathlib.Path(run["output_dir"]) / "metrics.json").read_text())[
+            "dev"] == run["dev"]
     best = max(runs, key=lambda r: runs[r]["dev"]["accuracy"])
     assert summary["best_learning_rate"] == float(best)
-    assert json.loads((tmp_path / "metrics.json").read_text())["best_learning_rate"] == float(best)
+    assert json.loads((output_dir / "metrics.json").read_text())["best_learning_rate"] == \
+        float(best)
