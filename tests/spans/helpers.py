@@ -16,8 +16,8 @@ def tokenizer():
     return BertTokenizer(VOCAB, lowercase=True)
 
 
-def tiny_config(vocab_size=len(VOCAB)):
-    return BertConfig(vocab_size=vocab_size, hidden_size=32, num_layers=2, num_heads=4,
+def tiny_config(vocab_size=len(VOCAB), num_layers=2):
+    return BertConfig(vocab_size=vocab_size, hidden_size=32, num_layers=num_layers, num_heads=4,
                       intermediate_size=64, max_position_embeddings=128)
 
 
