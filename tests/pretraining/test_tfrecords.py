@@ -60,3 +60,23 @@ def test_static_masks_are_fixed(tmp_path, tokenizer, corpus_file):
                              tokenizer.get_vocabulary(), sequence_length=64, num_shards=2)
     assert meta["examples"] > 1.6 * single["examples"]
     assert json.loads((out / "dataset.json").read_text())["dupe_factor"] == 2
+
+
+def test_workers_tokenize_with_the_models_word_limit(tmp_path, tokenizer):
+    """A word of 150 letters is [UNK] under Hugging Face's 100-character limit and pieces under
+    Google's 200: the shards must follow the limit they are given, as the model's tokenizer."""
+    long_word = "ab" * 75
+    documents = [[f"First {long_word} sentence here.", "Second sentence."] * 3] * 4
+    import tensorflow as tf
+
+    unknowns = {}
+    for limit in (100, 200):
+        out = tmp_path / f"limit{limit}"
+        write_tfrecords(documents, out, tokenizer.get_vocabulary(), sequence_length=64,
+                        num_shards=1, max_chars_per_word=limit)
+        ids = [tf.train.Example.FromString(record).features.feature["token_ids"].int64_list.value
+               for shard in out.glob("*.tfrecord")
+               for record in tf.data.TFRecordDataset(str(shard)).as_numpy_iterator()]
+        unknowns[limit] = int(sum((np.asarray(row) == tokenizer.unk_token_id).sum()
+                                  for row in ids))
+    assert unknowns[100] > 0 and unknowns[200] == 0, unknowns
