@@ -9,9 +9,13 @@ conversion are imported on first use.
 import importlib
 import os
 
-# TensorFlow's C++ INFO/WARNING lines (CPU features, missing CUDA) drown kbert's own output;
-# quiet them unless the user chose a level. Must be set before TensorFlow loads.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from kbert import native_logs as _native_logs
+
+# TensorFlow's C++ INFO/WARNING lines drown kbert's own output: quiet them unless the user chose
+# a level or set KBERT_LOG, and load TensorFlow without its start-up notices (`native_logs`).
+if not _native_logs.verbose():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+_native_logs.load_tensorflow_quietly()
 
 __version__ = "0.1.0"
 

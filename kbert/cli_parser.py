@@ -15,6 +15,7 @@ def build_parser(runs) -> argparse.ArgumentParser:
     """The whole `kbert` parser; `runs` maps each subcommand's name to its function."""
     parser = _Parser(
         prog="kbert", description="BERT for Keras 3 and TensorFlow.",
+        epilog="TensorFlow's C++ start-up notices are hidden; KBERT_LOG=1 shows its whole log.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, add in (("convert", _convert_parser), ("vocab", _vocab_parser),

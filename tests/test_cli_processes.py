@@ -4,6 +4,7 @@ process registered or imported is there when `evaluate`, `predict`, `export` or 
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -13,6 +14,14 @@ import pytest
 _SCRIPT = os.path.join(os.path.dirname(sys.executable), "kbert")
 KBERT = [_SCRIPT] if os.path.isfile(_SCRIPT) else [sys.executable, "-m", "kbert.cli"]
 TEXT = "A joy to watch, funny and warm."
+# A TensorFlow C++ log line ("I0000 00:00:1795553959.357388   25393 cudart_stub.cc:31] ...") or
+# the absl banner before it: no kbert command prints one unless KBERT_LOG asks.
+CPP_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\]|absl::InitializeLog", re.M)
+
+
+def assert_quiet(command, stderr):
+    found = CPP_LOG_LINE.search(stderr)
+    assert found is None, f"{command} printed a TensorFlow C++ log line:\n{stderr[-2000:]}"
 
 
 def run(command, timeout=900):
@@ -20,6 +29,7 @@ def run(command, timeout=900):
     done = subprocess.run([str(c) for c in command], capture_output=True, text=True,
                           timeout=timeout)
     assert done.returncode == 0, f"{command} failed:\n{done.stderr[-3000:]}"
+    assert_quiet(command, done.stderr)
     return done.stdout, done.stderr
 
 
@@ -31,6 +41,7 @@ def run_together(*commands, timeout=900):
     outputs = [proc.communicate(timeout=timeout) for proc in procs]
     for command, proc, (_, err) in zip(commands, procs, outputs):
         assert proc.returncode == 0, f"{command} failed:\n{err[-3000:]}"
+        assert_quiet(command, err)
     return outputs
 
 
