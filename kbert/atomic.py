@@ -51,7 +51,7 @@ def atomic_directory(path, owned_files=(), overwrite=False):
     clean_staging(path.parent, names=(path.name,))
     if os.path.lexists(path) and not overwrite and not _holds_only(path, owned_files):
         raise FileExistsError(f"{path} exists and holds other files; pass overwrite=True "
-                              "(--overwrite on the command line) to replace it.")
+                              "to replace it.")
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = make_staging(path, ".tmp")
     try:

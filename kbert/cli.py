@@ -1,5 +1,6 @@
 """The `kbert` command: a thin layer over the library, one subcommand per job."""
 
+import re
 import sys
 
 from kbert import cli_parser
@@ -188,21 +189,45 @@ USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, PermissionError,
 and exit status 2, never a traceback."""
 
 
-def _user_error(command, error) -> int:
-    print(f"kbert {command}: error: {error}", file=sys.stderr)
+def _user_error(command, error, parser=None) -> int:
+    message = str(error)
+    subcommand = getattr(parser, "commands", {}).get(command)
+    if subcommand is not None:
+        message = in_cli_terms(message, subcommand)
+    print(f"kbert {command}: error: {message}", file=sys.stderr)
     return 2
+
+
+def in_cli_terms(message, subcommand):
+    """A library error as the command line says it: for this command's options,
+    `allow_pickle=True` → `--allow-pickle`, `sequence_length=600` → `--sequence-length 600`,
+    `batch_size` → `--batch-size` (Python names only in snake_case or with `=`, so that plain
+    words stay words)."""
+    flags = {action.dest: action.option_strings[-1] for action in subcommand._actions
+             if any(o.startswith("--") for o in action.option_strings)}
+
+    def flag(match):
+        name, value = match.group(1), match.group(2)
+        if name not in flags or (value is None and "_" not in name):
+            return match.group(0)
+        if value in (None, "True"):
+            return flags[name]
+        return f"{flags[name]} {value}"
+
+    return re.sub(r"`?\b([a-z][a-z0-9_]*)\b(?:=([^\s`,;:)]+))?`?", flag, message)
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
     try:
-        args = parse(build_parser(), argv)
+        args = parse(parser, argv)
     except USER_ERRORS as error:
-        return _user_error(argv[0], error)
+        return _user_error(argv[0], error, parser)
     try:
         return args.run(args)
     except USER_ERRORS as error:
-        return _user_error(args.command, error)
+        return _user_error(args.command, error, parser)
     except Exception as error:
         if getattr(args, "batch_size", None) is None or not _out_of_memory(error):
             raise

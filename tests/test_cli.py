@@ -165,3 +165,19 @@ def test_finetune_help_reads_as_written(capsys):
     with pytest.raises(SystemExit):
         cli.main(["finetune", "--help"])
     assert "(AdamW, 10% warmup, linear decay)" in capsys.readouterr().out
+
+
+def test_library_errors_name_the_commands_flags():
+    from kbert.cli import build_parser, in_cli_terms
+
+    export = build_parser().commands["export"]
+    assert in_cli_terms("Pass overwrite=True to replace it.", export) == \
+        "Pass --overwrite to replace it."
+    assert in_cli_terms("`sequence_length`=600: raise sequence_length", export) == \
+        "--sequence-length=600: raise --sequence-length"
+    assert in_cli_terms("sequence_length=600 leaves no room", export) == \
+        "--sequence-length 600 leaves no room"
+    # plain words that are also option names, and Python names the command has no flag for,
+    # stay as they are
+    assert in_cli_terms("the version and overwrite words; allow_pickle=True", export) == \
+        "the version and overwrite words; allow_pickle=True"

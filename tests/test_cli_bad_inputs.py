@@ -21,8 +21,6 @@ from kbert.convert.weights import expected_shapes
 
 _SCRIPT = os.path.join(os.path.dirname(sys.executable), "kbert")
 KBERT = [_SCRIPT] if os.path.isfile(_SCRIPT) else [sys.executable, "-m", "kbert.cli"]
-# TensorFlow's own C++ log lines, until the CLI silences them (another part of issue 23).
-_TF_LOG = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)")
 
 _DRIVER = """
 import contextlib, io, json, sys
@@ -83,6 +81,11 @@ def _files(tmp_path):
     write_hf_checkpoint(tmp_path / "exact_gelu", config, weights)  # keras-hub has no erf GELU
     (tmp_path / "keep").mkdir()
     (tmp_path / "keep" / "notes.txt").write_text("the user's own file")
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "config.json").write_text((tmp_path / "exact_gelu" / "config.json").read_text())
+    (pickled / "pytorch_model.bin").write_bytes(b"never unpickled")
+    (tmp_path / "served_v" / "1").mkdir(parents=True)
     huge = tmp_path / "huge_keras_hub"
     huge.mkdir()
     (huge / "model.weights.h5").write_bytes(b"")
@@ -106,7 +109,7 @@ CASES = [
     ("pretrain --steps 5 --learning-rate inf", "argument --learning-rate: takes a finite"),
     ("pretrain --steps 5 --learning-rate=-1e-4", "argument --learning-rate: takes a positive"),
     ("pretrain --steps 5 --sequence-length 100000 --output {t}/pretrain_out",
-     "sequence_length 100000 is longer than the model's 512 positions"),
+     "--sequence-length 100000 is longer than the model's 512 positions"),
     ("evaluate {t}/not_a_run", r"not_a_run/run.json does not hold a JSON object"),
     ("convert {t}/layers {t}/out --to google",
      r"layers/config.json: num_hidden_layers must be a positive integer of at most 256"),
@@ -115,17 +118,21 @@ CASES = [
     ("convert {t}/index {t}/out --to google",
      r"model.safetensors.index.json: weight_map\['\S+'\] = '../outside.safetensors' is not"),
     ("convert {t}/ints {t}/out --to google", "has dtype int64; weights must be floating point"),
-    ("export {t}/small_run {t}/served --sequence-length 100000", "sequence_length.*100000.*64"),
+    ("export {t}/small_run {t}/served --sequence-length 100000", "--sequence-length.*100000.*64"),
+    # the library's Python arguments are named as the command's flags
+    ("export {t}/small_run {t}/served_v --version 1", "already exists.*Pass --overwrite to"),
+    ("convert {t}/exact_gelu {t}/keep --to google", "holds other files; pass --overwrite to"),
+    ("convert {t}/pickled {t}/out --to google", "pickle file.*pass --allow-pickle if you trust"),
     # a refused conversion leaves the destination it was allowed to overwrite as it was
     ("convert {t}/exact_gelu {t}/keep --to keras_hub --overwrite",
-     "cannot compute this model exactly.*--allow-approximation"),
+     "cannot compute this model exactly.*Pass --allow-approximation to convert anyway"),
     ("convert {t}/huge_keras_hub {t}/out --to google",
      r"huge_keras_hub/config.json: num_layers must be a positive integer of at most 256"),
 ]
 
 
 def _one_error_line(code, stderr, command, message):
-    lines = [line for line in stderr.splitlines() if line.strip() and not _TF_LOG.match(line)]
+    lines = [line for line in stderr.splitlines() if line.strip()]  # TF's C++ log included
     assert code == 2 and "Traceback" not in stderr, (command, code, stderr[-2000:])
     assert len(lines) == 1 and lines[0].startswith(f"kbert {command.split()[0]}: error: "), lines
     assert re.search(message, lines[0]), (message, lines[0])
@@ -150,7 +157,7 @@ def test_bad_flags_and_files_end_in_one_error_line(tmp_path):
     assert not any((tmp_path / "served").glob("[0-9]*"))
 
     _, err = finetune.communicate(timeout=600)
-    _one_error_line(finetune.returncode, err, "finetune", "sequence_length 100000 is longer "
+    _one_error_line(finetune.returncode, err, "finetune", "--sequence-length 100000 is longer "
                     "than the model's 512 positions")
     assert not (tmp_path / "ft_out").exists()
 

@@ -168,7 +168,7 @@ def to_keras_hub(config: BertConfig, weights, *, allow_approximation: bool = Fal
                    + "; ".join(differences) + ".")
         if not allow_approximation:
             raise ConfigError(message + " Pass allow_approximation=True "
-                              "(--allow-approximation) to convert anyway.")
+                              "to convert anyway.")
         warnings.warn(message, stacklevel=2)
 
     backbone = keras_hub.models.BertBackbone(
