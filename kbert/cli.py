@@ -11,11 +11,12 @@ from kbert.cli_parser import FORMATS  # noqa: F401  (importable from here as bef
 def _convert(args) -> int:
     """Reads any supported checkpoint and writes it in another format."""
     from kbert.convert import read_checkpoint, write_google_checkpoint, write_hf_checkpoint
-    from kbert.presets import resolve
+    from kbert.presets import resolve, resolve_preset
 
     source = resolve(args.source)
     config, weights = read_checkpoint(source, allow_pickle=args.allow_pickle)
-    vocab = source / "vocab.txt" if (source / "vocab.txt").is_file() else None
+    preset = resolve_preset(source)
+    vocab = preset.vocabulary if preset.vocabulary.is_file() else None
     if args.to == "huggingface":
         write_hf_checkpoint(args.dest, config, weights, vocab_file=vocab, overwrite=args.overwrite)
     elif args.to == "google":
@@ -24,7 +25,8 @@ def _convert(args) -> int:
     else:
         from kbert.convert.keras_hub import write_keras_hub_preset
 
-        write_keras_hub_preset(args.dest, config, weights,
+        write_keras_hub_preset(args.dest, config, weights, vocabulary=vocab,
+                               lowercase=preset.lowercase,
                                allow_approximation=args.allow_approximation,
                                overwrite=args.overwrite)
     heads = sorted({n.split(".")[1] for n in weights if n.startswith("cls.")})
@@ -43,8 +45,11 @@ def _vocab(args) -> int:
     vocab = train_vocabulary(texts, vocab_size=args.size, lowercase=not args.cased,
                              output_path=args.output)
     source = ", ".join(args.corpus) if args.corpus else "Wikipedia lead sections"
-    print(f"Wrote {len(vocab)} tokens ({'cased' if args.cased else 'uncased'}) learned from "
-          f"{len(texts)} texts of {source} to {args.output}.")
+    print(f"Wrote {len(vocab):,} {'cased' if args.cased else 'uncased'} tokens to "
+          f"{args.output}, learned from {len(texts):,} texts of {source}.")
+    if len(vocab) < args.size:
+        print(f"{args.size:,} were asked for, but the corpus has no more word pieces seen at "
+              "least twice.")
     return 0
 
 
@@ -222,8 +227,8 @@ def main(argv=None) -> int:
     parser = build_parser()
     try:
         args = parse(parser, argv)
-    except USER_ERRORS as error:
-        return _user_error(argv[0], error, parser)
+    except USER_ERRORS as error:  # a --config file's errors name its keys as written
+        return _user_error(argv[0], error)
     try:
         return args.run(args)
     except USER_ERRORS as error:

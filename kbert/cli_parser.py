@@ -89,8 +89,8 @@ def _convert_parser(commands):
         "Google checkpoint directory, a keras-hub preset directory or a kbert "
         "weights preset name; its format is detected.",
         "  kbert convert minilm_l6_h384_uncased out/minilm_google --to google\n"
-        "  kbert convert uncased_L-12_H-768_A-12 out/bert_base_hf --to huggingface\n"
-        "  kbert convert out/bert_base_hf out/bert_base_hub --to keras_hub")
+        "  kbert convert out/minilm_google out/minilm_hf --to huggingface  # any Google TF1 dir\n"
+        "  kbert convert out/minilm_hf out/minilm_hub --to keras_hub --allow-approximation")
     convert.add_argument("source")
     convert.add_argument("dest")
     convert.add_argument("--to", choices=FORMATS, required=True)
@@ -108,13 +108,14 @@ def _vocab_parser(commands):
         commands, "vocab", "train a WordPiece vocabulary in BERT's layout",
         "Learn a WordPiece vocabulary: [PAD]=0, [unused0-98], [UNK]=100, [CLS]=101, "
         "[SEP]=102, [MASK]=103, then characters and word pieces by frequency.",
-        "  kbert vocab --output out/vocab.txt                     # Wikipedia, 30,522\n"
+        "  kbert vocab --output out/vocab.txt          # built-in corpus: 28,708 (all it has)\n"
         "  kbert vocab --corpus a.txt b.txt --size 8000 --cased --output out/vocab.txt")
     vocab.add_argument("--corpus", nargs="+", metavar="FILE",
                        help="UTF-8 text files, one text per line (default: the built-in "
                             "Wikipedia lead sections)")
     vocab.add_argument("--size", type=positive_int, default=30522,
-                       help="target size (default 30522)")
+                       help="tokens in the vocabulary (default 30522, as Google's; fewer only "
+                            "when the corpus has no more word pieces seen twice)")
     vocab.add_argument("--cased", action="store_true", help="keep case and accents")
     vocab.add_argument("--output", required=True, help="where to write vocab.txt")
     return vocab

@@ -26,6 +26,7 @@ from kbert.config import PRESETS, BertConfig
 from kbert.data import sources
 from kbert.models.backbone import BertBackbone
 from kbert.text.tokenizer import BertTokenizer, casing_from_checkpoint
+from kbert.text.tokenizer_files import vocabulary_file
 from kbert.text.tokenizer_files import MAX_CHARS_PER_WORD, max_chars_from_checkpoint
 
 WEIGHT_PRESETS = {
@@ -62,7 +63,7 @@ class Preset:
 
     @property
     def vocabulary(self) -> pathlib.Path:
-        return self.directory / "vocab.txt"
+        return vocabulary_file(self.directory)
 
     @property
     def lowercase(self) -> bool:

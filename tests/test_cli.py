@@ -181,3 +181,15 @@ def test_library_errors_name_the_commands_flags():
     # stay as they are
     assert in_cli_terms("the version and overwrite words; allow_pickle=True", export) == \
         "the version and overwrite words; allow_pickle=True"
+
+
+def test_convert_help_examples_run_as_written(minilm_dir, tmp_path, monkeypatch):
+    """`kbert convert --help` names only sources that exist: its examples run in order."""
+    monkeypatch.chdir(tmp_path)
+    epilog = cli.build_parser().commands["convert"].epilog
+    examples = [line.split("#")[0].split()[1:] for line in epilog.splitlines()
+                if line.strip().startswith("kbert convert")]
+    assert len(examples) == 3
+    for argv in examples:
+        assert cli.main(argv) == 0, argv
+    assert (tmp_path / "out" / "minilm_hub" / "tokenizer.json").is_file()

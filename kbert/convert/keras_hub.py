@@ -196,18 +196,37 @@ PRESET_FILES = (PRESET_CONFIG, PRESET_WEIGHTS, "metadata.json", "tokenizer.json"
 preset, which a new one may replace without `overwrite`."""
 
 
-def write_keras_hub_preset(dest, config: BertConfig, weights, *, allow_approximation=False,
-                           overwrite=False):
+def write_keras_hub_preset(dest, config: BertConfig, weights, *, vocabulary=None,
+                           lowercase=True, allow_approximation=False, overwrite=False):
     """Writes canonical `weights` of `config` as a keras-hub preset directory `dest`; returns it.
 
-    The conversion runs first (`to_keras_hub`: a refused one raises before anything on disk
-    changes), then the preset is assembled beside `dest` and renamed into place once complete
-    (`kbert.atomic.atomic_directory`). An existing `dest` is replaced when it holds only a
-    previous preset's files; one with other files only with `overwrite=True`.
+    With `vocabulary` (a token list or a vocab.txt path, `config.vocab_size` tokens) the preset
+    also holds keras-hub's tokenizer (tokenizer.json + assets/tokenizer/vocabulary.txt), so that
+    `keras_hub.models.BertTextClassifier.from_preset(dest)` and `BertTokenizer.from_preset` load
+    it whole. The conversion runs first (`to_keras_hub`: a refused one raises before anything on
+    disk changes), then the preset is assembled beside `dest` and renamed into place once
+    complete (`kbert.atomic.atomic_directory`). An existing `dest` is replaced when it holds only
+    a previous preset's files; one with other files only with `overwrite=True`.
     """
     from kbert.atomic import atomic_directory
 
     backbone = to_keras_hub(config, weights, allow_approximation=allow_approximation)
+    tokenizer = None if vocabulary is None else _tokenizer(vocabulary, lowercase, config)
     with atomic_directory(dest, owned_files=PRESET_FILES, overwrite=overwrite) as staging:
         backbone.save_to_preset(str(staging))
+        if tokenizer is not None:
+            tokenizer.save_to_preset(str(staging))
     return dest
+
+
+def _tokenizer(vocabulary, lowercase, config):
+    """keras-hub's `BertTokenizer` on a vocabulary checked as kbert checks its own."""
+    import keras_hub
+
+    from kbert.text.tokenizer_files import load_vocabulary
+
+    tokens = load_vocabulary(vocabulary)
+    if len(tokens) != config.vocab_size:
+        raise ConfigError(f"the vocabulary has {len(tokens)} tokens but the model's "
+                          f"vocab_size is {config.vocab_size}.")
+    return keras_hub.models.BertTokenizer(vocabulary=tokens, lowercase=lowercase)

@@ -35,10 +35,24 @@ def check_max_chars(value, source="max_chars_per_word"):
     return value
 
 
+KERAS_HUB_VOCABULARY = "assets/tokenizer/vocabulary.txt"
+"""Where a keras-hub preset keeps its tokenizer's vocabulary (one token per line)."""
+
+
+def vocabulary_file(directory):
+    """The vocabulary of a checkpoint directory: its vocab.txt (Hugging Face, Google, kbert) or
+    a keras-hub preset's; vocab.txt when there is neither, for the error to name."""
+    directory = pathlib.Path(directory)
+    keras_hub = directory / KERAS_HUB_VOCABULARY
+    if not (directory / "vocab.txt").is_file() and keras_hub.is_file():
+        return keras_hub
+    return directory / "vocab.txt"
+
+
 def _read_vocab_file(vocabulary):
     path = pathlib.Path(vocabulary)
     if path.is_dir():
-        path = path / "vocab.txt"
+        path = vocabulary_file(path)
     if not path.is_file():
         raise FileNotFoundError(f"BertTokenizer: no vocabulary file at {str(path)!r}.")
     try:
@@ -109,7 +123,7 @@ def casing_from_checkpoint(path):
     """Whether the checkpoint at `path` was trained on lowercased text.
 
     Order: `do_lower_case` in HF `tokenizer_config.json`; else `lowercase`/`do_lower_case` in a
-    kbert or Google config; else the Google directory naming convention (`uncased_L-12_...` vs
+    kbert or Google config; else `lowercase` in a keras-hub preset's tokenizer.json; else the Google directory naming convention (`uncased_L-12_...` vs
     `cased_L-12_...`, also `bert-base-cased`); else True, since most BERT checkpoints are uncased.
     """
     path = pathlib.Path(path)
@@ -118,6 +132,10 @@ def casing_from_checkpoint(path):
         for key in ("do_lower_case", "lowercase"):
             if isinstance(cfg.get(key), bool):
                 return cfg[key]
+    keras_hub = _json(path / "tokenizer.json") or {}  # keras-hub's: {"class_name", "config"}
+    if keras_hub.get("class_name") == "BertTokenizer" and isinstance(
+            (keras_hub.get("config") or {}).get("lowercase"), bool):
+        return keras_hub["config"]["lowercase"]
     name = path.resolve().name.lower()
     if "uncased" in name:
         return True

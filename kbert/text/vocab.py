@@ -17,6 +17,7 @@ from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_li
 from kbert.text.basic_tokenizer import BasicTokenizer
 
 
+
 def reserved_tokens(num_unused=99):
     """[PAD], [unused0..num_unused-1], [UNK], [CLS], [SEP], [MASK] — Google's first ids."""
     return (["[PAD]"] + [f"[unused{i}]" for i in range(num_unused)]
@@ -59,7 +60,9 @@ def train_vocabulary(texts, vocab_size=30522, lowercase=True, output_path=None,
 
     Args:
       texts: an iterable of strings, or a tf.data.Dataset of strings (scalars or batches).
-      vocab_size: the target size including reserved tokens; the learner lands within 5% below.
+      vocab_size: the size including reserved tokens. The result has exactly this many
+        tokens unless the corpus has too few word pieces seen `min_count` times (then fewer:
+        compare `len(result)`).
       lowercase: learn an uncased vocabulary (use the same flag for the tokenizer).
       output_path: where to write vocab.txt (one token per line), if given.
       num_unused: how many [unusedN] tokens to reserve (Google: 99 before [UNK]).
@@ -74,16 +77,8 @@ def train_vocabulary(texts, vocab_size=30522, lowercase=True, output_path=None,
     counts = count_words(texts, lowercase)
     if not counts:
         raise ValueError("train_vocabulary: the corpus has no words.")
-    # The learner binary-searches a count threshold, one full pass per step. Every word at or
-    # above the threshold stays whole, so it cannot be below the count of the vocab_size-th
-    # most frequent word; starting the search there saves most of the passes.
-    ranked = sorted(counts.values(), reverse=True)
-    lower = max(min_count, ranked[min(vocab_size, len(ranked)) - 1])
-    vocab = _learn(counts, vocab_size, reserved, lower, 4 * lower + 8, max_token_length,
-                   max_unique_chars)
-    if len(vocab) > vocab_size:  # the threshold lies above the guess: search the rest
-        vocab = _learn(counts, vocab_size, reserved, 4 * lower + 8, None, max_token_length,
-                       max_unique_chars)
+    vocab = _largest_at_least(counts, vocab_size, reserved, min_count, max_token_length,
+                              max_unique_chars)
     # Tokens after the reserved ones and the characters are ordered by count, so cutting the
     # tail keeps the alphabet and drops the rarest pieces.
     vocab = vocab[:vocab_size]
@@ -94,9 +89,31 @@ def train_vocabulary(texts, vocab_size=30522, lowercase=True, output_path=None,
     return vocab
 
 
-def _learn(counts, vocab_size, reserved, lower, upper, max_token_length, max_unique_chars):
-    vocab = learner.learn(
-        counts, vocab_size=vocab_size, reserved_tokens=reserved, lower_thresh=lower,
-        upper_thresh=upper, max_token_length=max_token_length,
-        max_unique_chars=max_unique_chars, include_joiner_token=True, joiner="##")
-    return [t for t in vocab if t and t != "##"]  # a bare "##" can never be produced
+def _largest_at_least(counts, vocab_size, reserved, min_count, max_token_length,
+                      max_unique_chars):
+    """The learner's vocabulary at the highest count threshold that still gives `vocab_size`
+    tokens (at `min_count` when none does), so that cutting its tail gives exactly
+    `vocab_size`. tensorflow-text's own search stops anywhere within 5% below its target."""
+    cache = {}
+
+    def at(threshold):
+        if threshold not in cache:
+            cache[threshold] = learner.learn(
+                counts, vocab_size=vocab_size, reserved_tokens=reserved,
+                lower_thresh=threshold, upper_thresh=threshold,
+                max_token_length=max_token_length, max_unique_chars=max_unique_chars,
+                include_joiner_token=True, joiner="##")
+        return [t for t in cache[threshold] if t and t != "##"]  # a bare "##" never occurs
+
+    # One full pass per threshold tried. Every word counted at least `threshold` times stays
+    # whole, so the threshold lies near the count of the vocab_size-th most frequent word:
+    # 4× that count bounds it in practice (checked: doubled until too few tokens come out).
+    ranked = sorted(counts.values(), reverse=True)
+    low = min_count
+    high = max(low + 1, 4 * ranked[min(vocab_size, len(ranked)) - 1] + 8)
+    while len(at(high)) >= vocab_size and high <= ranked[0]:
+        low, high = high, 2 * high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if len(at(middle)) >= vocab_size else (low, middle)
+    return at(low)

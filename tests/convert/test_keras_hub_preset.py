@@ -37,3 +37,36 @@ def test_refused_or_failed_conversion_changes_nothing(tmp_path):
         write_keras_hub_preset(dest, exact, weights, allow_approximation=True)
     assert os.listdir(tmp_path) == ["preset"]
     assert from_keras_hub(dest)[0].hidden_act == "gelu_tanh"
+
+
+def test_keras_hub_loads_a_converted_preset_whole(minilm_dir, tmp_path):
+    """Issue 23: a preset from `kbert convert --to keras_hub` held no tokenizer, so keras-hub's
+    `BertTextClassifier.from_preset` failed. Now keras-hub builds the task from it alone: its
+    tokenizer gives kbert's ids, its backbone kbert's features (to keras-hub's tanh-GELU)."""
+    import keras_hub
+
+    import kbert
+    from kbert import cli
+
+    dest = tmp_path / "minilm_hub"
+    assert cli.main(["convert", "minilm_l6_h384_uncased", str(dest), "--to", "keras_hub",
+                     "--allow-approximation"]) == 0
+    texts = ["Angela Merkel visited Paris.", "a joy to watch, funny and warm"]
+    hub_tokenizer = keras_hub.models.BertTokenizer.from_preset(str(dest))
+    ours = kbert.BertTokenizer.from_pretrained(str(minilm_dir))
+    hub_ids = hub_tokenizer(texts)
+    hub_ids = hub_ids.to_list() if hasattr(hub_ids, "to_list") else hub_ids
+    assert [[int(i) for i in row] for row in hub_ids] == ours(texts).to_list()
+    assert kbert.BertTokenizer.from_pretrained(str(dest)).get_vocabulary() == \
+        ours.get_vocabulary()  # and kbert reads the preset's vocabulary and casing back
+
+    classifier = keras_hub.models.BertTextClassifier.from_preset(str(dest), num_classes=2)
+    probabilities = classifier.predict(texts, verbose=0)
+    assert probabilities.shape == (2, 2) and np.isfinite(probabilities).all()
+    packed = classifier.preprocessor(texts)
+    hub_features = classifier.backbone(packed)["sequence_output"]
+    kbert_features = kbert.BertBackbone.from_pretrained("minilm_l6_h384_uncased")(
+        {k: packed[k] for k in ("token_ids", "segment_ids", "padding_mask")})["sequence_output"]
+    mask = np.asarray(packed["padding_mask"]).astype(bool)
+    difference = np.abs(np.asarray(hub_features) - np.asarray(kbert_features))[mask]
+    assert difference.max() < 0.05  # tanh-GELU against erf-GELU, through 6 layers
