@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from kbert.layers import activations
+from kbert.layers import activations, attention_kernel
 from kbert.layers.dropout import Dropout
 
 # Google's BERT adds -10000 to masked attention scores; exp() of that is exactly 0 in fp32, and
@@ -37,14 +37,25 @@ class TransformerEncoderBlock(keras.layers.Layer):
     `return_attention=True` the call returns `(output, probabilities)`, probabilities being
     [batch, heads, seq, seq] after softmax (before attention dropout).
 
+    `sequence_lengths` [batch] (int32) says instead that each row's first `length` tokens are
+    its real ones, which lets the block run a fused attention kernel where
+    `attention_implementation` and the device allow it (`kbert.layers.attention_kernel` says
+    which, and why); rows past a length then come out differently (nothing real attends to
+    them). Without lengths the block runs its einsum with the bias.
+
     >>> block = TransformerEncoderBlock(num_heads=4, intermediate_size=64)
     >>> block(ops.zeros((2, 7, 16))).shape
     (2, 7, 16)
     """
 
     def __init__(self, num_heads, intermediate_size, activation="gelu", dropout=0.1,
-                 attention_dropout=0.1, layer_norm_eps=1e-12, initializer_range=0.02, **kwargs):
+                 attention_dropout=0.1, layer_norm_eps=1e-12, initializer_range=0.02,
+                 attention_implementation="auto", **kwargs):
         super().__init__(**kwargs)
+        if attention_implementation not in attention_kernel.IMPLEMENTATIONS:
+            raise ValueError(f"attention_implementation must be one of "
+                             f"{attention_kernel.IMPLEMENTATIONS}, not "
+                             f"{attention_implementation!r}.")
         self.num_heads = num_heads
         self.intermediate_size = intermediate_size
         self.activation = activation
@@ -52,6 +63,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
+        self.attention_implementation = attention_implementation
         self._activation_fn = activations.get(activation)
 
     def build(self, input_shape):
@@ -89,7 +101,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.output_layer_norm.build(seq_shape)
         self.built = True
 
-    def call(self, x, attention_bias=None, training=None, return_attention=False):
+    def call(self, x, attention_bias=None, sequence_lengths=None, training=None,
+             return_attention=False):
         batch, seq_len = ops.shape(x)[0], ops.shape(x)[1]
         hidden = self.num_heads * self.head_size
         # Rows of [batch·seq, hidden] outside attention: the gradients of the biases and
@@ -104,11 +117,31 @@ class TransformerEncoderBlock(keras.layers.Layer):
         qkv = ops.reshape(self.qkv_dense(x), (batch, seq_len, 3, self.num_heads, self.head_size))
         query, key, value = ops.unstack(qkv, 3, axis=2)
 
+        kernel = "einsum" if sequence_lengths is None else attention_kernel.choose_here(
+            self.attention_implementation, dtype=self.compute_dtype, head_size=self.head_size,
+            return_attention=return_attention, training=bool(training),
+            attention_dropout=self.attention_dropout)
+        if kernel == "einsum":
+            context, probs = self._einsum_attention(query, key, value, attention_bias, training)
+        else:
+            context, probs = attention_kernel.fused_attention(
+                query, key, value, sequence_lengths, kernel), None
+        context = ops.reshape(context, (-1, hidden))
+
+        attended = self.dropout_layer(self.attention_output_dense(context), training=training)
+        x = self.attention_layer_norm(x + attended)
+        ffn = self.output_dense(self._activation_fn(self.intermediate_dense(x)))
+        x = self.output_layer_norm(x + self.dropout_layer(ffn, training=training))
+        x = ops.reshape(x, (batch, seq_len, hidden))
+        return (x, probs) if return_attention else x
+
+    def _einsum_attention(self, query, key, value, attention_bias, training):
+        """(context [batch, seq, heads, head_size], probabilities) with an additive bias."""
         scores = ops.einsum("bqhd,bkhd->bhqk", query * (1.0 / math.sqrt(self.head_size)), key)
         if attention_bias is not None:
             scores = scores + ops.cast(attention_bias, scores.dtype)
         # Softmax in float32 even under mixed precision: bf16 sums of many small terms drift.
-        probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), x.dtype)
+        probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), query.dtype)
         dropped = self.attention_dropout_layer(probs, training=training)
         if training:
             # The same product with values laid out [batch, heads, head_size, key]: XLA on a CPU
@@ -118,14 +151,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             context = ops.einsum("bhqk,bhdk->bqhd", dropped, ops.transpose(value, (0, 2, 3, 1)))
         else:
             context = ops.einsum("bhqk,bkhd->bqhd", dropped, value)
-        context = ops.reshape(context, (-1, hidden))
-
-        attended = self.dropout_layer(self.attention_output_dense(context), training=training)
-        x = self.attention_layer_norm(x + attended)
-        ffn = self.output_dense(self._activation_fn(self.intermediate_dense(x)))
-        x = self.output_layer_norm(x + self.dropout_layer(ffn, training=training))
-        x = ops.reshape(x, (batch, seq_len, hidden))
-        return (x, probs) if return_attention else x
+        return context, probs
 
     def get_config(self):
         return {
@@ -137,4 +163,5 @@ class TransformerEncoderBlock(keras.layers.Layer):
             "attention_dropout": self.attention_dropout,
             "layer_norm_eps": self.layer_norm_eps,
             "initializer_range": self.initializer_range,
+            "attention_implementation": self.attention_implementation,
         }

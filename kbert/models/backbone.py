@@ -4,6 +4,7 @@ import keras
 
 from kbert.config import BertConfig
 from kbert.layers import BertEmbeddings, TransformerEncoderBlock, attention_bias
+from kbert.layers import attention_kernel as kernels
 
 INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
 """The names of the backbone's inputs, and of every preprocessor's packed outputs."""
@@ -20,6 +21,11 @@ class BertBackbone(keras.Model):
     `output_hidden_states`, and `attention_probs` (one [batch, heads, seq, seq] per block) with
     `output_attentions`. `causal=True` gives the paper's left-to-right ablation.
 
+    `attention_implementation` ("auto", "einsum", "fused" or "xla") picks the attention kernel;
+    "auto" runs cuDNN's fused attention on the JAX backend on an NVIDIA GPU in bf16/fp16 except
+    when training with attention dropout, and kbert's einsum everywhere else (the TensorFlow
+    backend included). `kbert.layers.attention_kernel` has the rules and the reasons.
+
     >>> backbone = BertBackbone(BertConfig.preset("tiny"))
     >>> ids = np.array([[101, 7592, 102, 0]])
     >>> out = backbone({"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": ids > 0})
@@ -31,7 +37,8 @@ class BertBackbone(keras.Model):
     """
 
     def __init__(self, config: BertConfig, causal=False, output_hidden_states=False,
-                 output_attentions=False, dtype=None, **kwargs):
+                 output_attentions=False, dtype=None, attention_implementation="auto",
+                 **kwargs):
         # === Layers ===
         embeddings = BertEmbeddings(
             config.vocab_size, config.hidden_size, config.max_position_embeddings,
@@ -43,7 +50,8 @@ class BertBackbone(keras.Model):
                 config.num_heads, config.intermediate_size, activation=config.hidden_act,
                 dropout=config.hidden_dropout, attention_dropout=config.attention_dropout,
                 layer_norm_eps=config.layer_norm_eps, initializer_range=config.initializer_range,
-                dtype=dtype, name=f"transformer_layer_{i}")
+                attention_implementation=attention_implementation, dtype=dtype,
+                name=f"transformer_layer_{i}")
             for i in range(config.num_layers)
         ]
         pooler = keras.layers.Dense(
@@ -56,15 +64,12 @@ class BertBackbone(keras.Model):
             for name in INPUT_KEYS
         }
         x = embeddings(inputs["token_ids"], inputs["segment_ids"])
-        bias = attention_bias(inputs["padding_mask"], causal=causal)
-        hidden_states, attention_probs = [x], []
-        for block in blocks:
-            if output_attentions:
-                x, probs = block(x, attention_bias=bias, return_attention=True)
-                attention_probs.append(probs)
-            else:
-                x = block(x, attention_bias=bias)
-            hidden_states.append(x)
+        fused = kernels.choose_here(
+            attention_implementation, causal=causal, return_attention=output_attentions,
+            dtype=embeddings.compute_dtype,
+            head_size=config.hidden_size // config.num_heads) != "einsum"
+        x, hidden_states, attention_probs = _encode(
+            x, inputs["padding_mask"], blocks, causal, output_attentions, fused)
         outputs = {"sequence_output": x, "pooled_output": pooler(x[:, 0, :])}
         if output_hidden_states:
             outputs["hidden_states"] = hidden_states
@@ -80,6 +85,7 @@ class BertBackbone(keras.Model):
         self.causal = causal
         self.output_hidden_states = output_hidden_states
         self.output_attentions = output_attentions
+        self.attention_implementation = attention_implementation
         self.embeddings = embeddings
         self.encoder_blocks = blocks
         self.pooler = pooler
@@ -95,6 +101,7 @@ class BertBackbone(keras.Model):
             "causal": self.causal,
             "output_hidden_states": self.output_hidden_states,
             "output_attentions": self.output_attentions,
+            "attention_implementation": self.attention_implementation,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             "name": self.name,
             "trainable": self.trainable,
@@ -122,3 +129,29 @@ class BertBackbone(keras.Model):
 
         return presets.load_backbone(path_or_preset, cls=cls, allow_pickle=allow_pickle,
                                      require_weights=True, **kwargs)
+
+
+def _encode(x, padding_mask, blocks, causal, output_attentions, fused):
+    """The blocks over the embeddings `x`: (output, hidden states, attention probabilities).
+
+    With `fused`, the blocks get the padding as lengths as well as a bias: each row's real
+    tokens are moved first for them and moved back after (see `kbert.layers.attention_kernel`).
+    """
+    lengths = restore = None
+    if fused:
+        order, lengths = kernels.real_tokens_first(padding_mask)
+        x = kernels.gather_positions(x, order)
+        padding_mask = kernels.gather_positions(padding_mask, order)
+        restore = kernels.inverse_order(order)
+    bias = attention_bias(padding_mask, causal=causal)
+    hidden_states, attention_probs = [x], []
+    for block in blocks:
+        if output_attentions:
+            x, probs = block(x, attention_bias=bias, return_attention=True)
+            attention_probs.append(probs)
+        else:
+            x = block(x, attention_bias=bias, sequence_lengths=lengths)
+        hidden_states.append(x)
+    if restore is not None:
+        hidden_states = [kernels.gather_positions(h, restore) for h in hidden_states]
+    return hidden_states[-1], hidden_states, attention_probs

@@ -1,0 +1,190 @@
+"""The choice of attention kernel, and the fused path's masking against kbert's einsum.
+
+cuDNN needs a GPU; `jax.nn.dot_product_attention(implementation=None)` runs the same call with
+the same lengths on a CPU, so the masking, the reordering of real tokens and the gradients that
+the GPU path relies on are checked here against the einsum path (outputs on real tokens).
+"""
+
+import doctest
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from kbert.config import BertConfig
+from kbert.layers import TransformerEncoderBlock, attention_kernel
+from kbert.layers.attention_kernel import choose_attention
+from kbert.models import BertBackbone
+
+GPU_BF16 = {"backend": "jax", "device": "cuda", "dtype": "bfloat16", "head_size": 64}
+
+
+@pytest.mark.parametrize("setting, expected", [
+    ({}, "fused"),
+    ({"dtype": "float16"}, "fused"),
+    ({"training": True, "attention_dropout": 0.0}, "fused"),
+    ({"training": False, "attention_dropout": 0.1}, "fused"),  # inference: dropout is off
+    ({"training": True, "attention_dropout": 0.1}, "einsum"),  # keeps the paper's dropout
+    ({"backend": "tensorflow", "device": None}, "einsum"),
+    ({"device": "cpu"}, "einsum"),
+    ({"device": "rocm"}, "einsum"),
+    ({"device": "tpu"}, "einsum"),
+    ({"dtype": "float32"}, "einsum"),
+    ({"causal": True}, "einsum"),
+    ({"return_attention": True}, "einsum"),
+    ({"head_size": 12}, "einsum"),  # cuDNN wants a multiple of 8
+    ({"head_size": 256}, "einsum"),
+])
+def test_auto_fuses_only_on_a_cuda_gpu_in_half_precision(setting, expected):
+    assert choose_attention("auto", **{**GPU_BF16, **setting}) == expected
+
+
+def test_explicit_choices():
+    training = {"training": True, "attention_dropout": 0.1}
+    assert choose_attention("einsum", **GPU_BF16) == "einsum"
+    # Asking for a kernel by name is asking to train without attention dropout.
+    assert choose_attention("fused", **GPU_BF16, **training) == "fused"
+    cpu = {**GPU_BF16, "device": "cpu", "dtype": "float32"}
+    assert choose_attention("xla", **cpu, **training) == "xla"
+    # Probabilities and causal masks are the einsum's, whatever was asked.
+    assert choose_attention("xla", **cpu, return_attention=True) == "einsum"
+    assert choose_attention("fused", **GPU_BF16, causal=True) == "einsum"
+
+
+@pytest.mark.parametrize("implementation, setting, message", [
+    ("flash", {}, "must be one of"),
+    ("fused", {"backend": "tensorflow", "device": None}, "needs the JAX backend"),
+    ("xla", {"backend": "torch", "device": None}, "needs the JAX backend"),
+    ("fused", {"device": "cpu"}, "needs an NVIDIA GPU"),
+    ("fused", {"dtype": "float32"}, "needs bfloat16 or float16"),
+])
+def test_impossible_choices_are_refused(implementation, setting, message):
+    with pytest.raises(ValueError, match=message):
+        choose_attention(implementation, **{**GPU_BF16, **setting})
+
+
+def test_docstring_examples():
+    assert doctest.testmod(attention_kernel).failed == 0
+
+
+def test_tensorflow_graph_is_the_einsum_graph():
+    """On this backend "auto" builds exactly the graph that "einsum" builds: no reordering."""
+    config = BertConfig.preset("tiny")
+    ops = [[type(op).__name__ for op in BertBackbone(config, attention_implementation=impl)
+            .operations] for impl in ("auto", "einsum")]
+    assert ops[0] == ops[1] and "Argsort" not in ops[0]
+
+
+def test_configs_carry_the_choice_and_old_configs_load():
+    block = TransformerEncoderBlock(num_heads=2, intermediate_size=8,
+                                    attention_implementation="einsum")
+    config = block.get_config()
+    assert TransformerEncoderBlock.from_config(config).attention_implementation == "einsum"
+    del config["attention_implementation"]  # as saved before the argument existed
+    assert TransformerEncoderBlock.from_config(config).attention_implementation == "auto"
+    backbone_config = BertBackbone(BertConfig.preset("tiny")).get_config()
+    assert backbone_config.pop("attention_implementation") == "auto"
+    assert BertBackbone.from_config(backbone_config).attention_implementation == "auto"
+    with pytest.raises(ValueError, match="attention_implementation must be one of"):
+        TransformerEncoderBlock(num_heads=2, intermediate_size=8, attention_implementation="x")
+
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    import jax, keras, numpy as np
+    from kbert.config import BertConfig
+    from kbert.layers import attention_kernel
+    from kbert.models import BertBackbone
+
+    calls = []  # the kernel each traced block ran, when it was not the einsum
+    fused = attention_kernel.fused_attention
+    attention_kernel.fused_attention = lambda *a: calls.append(a[-1]) or fused(*a)
+
+    config = BertConfig.preset("tiny", vocab_size=500, max_position_embeddings=16,
+                               hidden_dropout=0.0, attention_dropout=0.0)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 500, (5, 16)).astype("int32")
+    lengths = [16, 9, 3, 1]
+    mask = (np.arange(16)[None] < np.array(lengths)[:, None]).astype("int32")
+    holes = np.array([[0, 1, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 1, 0]], "int32")
+    mask = np.concatenate([mask, holes])  # not a prefix: the backbone reorders it
+    x = {"token_ids": ids, "segment_ids": (np.arange(16) >= 8) * mask, "padding_mask": mask}
+    real = mask.astype(bool)
+    weights = rng.normal(size=(5, 16, 128)).astype("float32") * real[..., None]
+
+    def run(name, implementation, dtype=None, training=None, **options):
+        # Outputs on real tokens and, with `training` set, the gradients of a loss on them.
+        calls.clear()
+        keras.utils.set_random_seed(0)  # the same weights for every implementation
+        model = BertBackbone(config, dtype=dtype, attention_implementation=implementation,
+                             **options)
+        out = model(x, training=False)
+        found[name + "/seq"] = np.asarray(out["sequence_output"], "float32")[real]
+        found[name + "/pooled"] = np.asarray(out["pooled_output"], "float32")[:4]
+        if training is not None:
+            def loss(trainable):
+                out, _ = model.stateless_call(trainable, model.non_trainable_variables, x,
+                                              training=training)
+                return (jax.numpy.sum(out["sequence_output"] * weights)
+                        + jax.numpy.sum(out["pooled_output"][:4]))
+            trainable = [v.value for v in model.trainable_variables]
+            found[name + "/loss"], grads = jax.jit(jax.value_and_grad(loss))(trainable)
+            found.update({f"{name}/grad/{i}": g for i, g in enumerate(grads)})
+        kernels[name] = sorted(set(calls))
+
+    found, kernels = {}, {}
+    run("einsum", "einsum", training=False)
+    run("xla", "xla", training=False)
+    run("xla_training", "xla", training=True)
+    run("einsum_bf16", "einsum", "mixed_bfloat16")
+    run("xla_bf16", "xla", "mixed_bfloat16")
+    run("auto", "auto")
+    run("xla_causal", "xla", causal=True)
+    run("xla_attentions", "xla", output_attentions=True)
+    np.savez(sys.argv[1], **found)
+    print(json.dumps(kernels))
+""")
+
+
+@pytest.fixture(scope="module")
+def jax_runs(tmp_path_factory):
+    pytest.importorskip("jax", reason="the JAX backend test needs jax (in the test extra)")
+    path = tmp_path_factory.mktemp("jax") / "runs.npz"
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    result = subprocess.run([sys.executable, "-c", SCRIPT, str(path)], env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    kernels = json.loads(result.stdout.strip().splitlines()[-1])
+    with np.load(path) as arrays:
+        return dict(arrays), kernels
+
+
+@pytest.mark.parametrize("name", ["xla", "xla_training"])
+def test_lengths_path_equals_the_einsum_on_real_tokens(jax_runs, name):
+    found, kernels = jax_runs
+    assert kernels[name] == ["xla"] and kernels["einsum"] == []
+    ours = {key.split("/", 1)[1]: v for key, v in found.items() if key.startswith(name + "/")}
+    want = {key.split("/", 1)[1]: v for key, v in found.items() if key.startswith("einsum/")}
+    assert set(ours) == set(want) and len(ours) > 10  # outputs, loss and every gradient
+    for key, value in want.items():
+        np.testing.assert_allclose(ours[key], value, rtol=1e-4, atol=1e-5, err_msg=key)
+
+
+def test_lengths_path_in_bfloat16_stays_within_its_precision(jax_runs):
+    found, kernels = jax_runs
+    assert kernels["xla_bf16"] == ["xla"]
+    # LayerNorm outputs are of order 1, and bfloat16 keeps 8 bits of mantissa.
+    for key in ("seq", "pooled"):
+        ours, einsum = found[f"xla_bf16/{key}"], found[f"einsum_bf16/{key}"]
+        np.testing.assert_allclose(ours, einsum, atol=0.1)
+        assert np.mean(np.abs(ours - found[f"einsum/{key}"])) < 0.02
+
+
+@pytest.mark.parametrize("name", ["auto", "xla_causal", "xla_attentions"])
+def test_einsum_where_lengths_cannot_serve(jax_runs, name):
+    """A CPU in "auto", a causal mask and returned probabilities all keep the einsum."""
+    assert jax_runs[1][name] == []
