@@ -87,8 +87,21 @@ def test_tensorboard_serves_a_real_runs_scalars_and_images(tmp_path, tensorboard
     batch_loss = scalars("batch_loss")
     assert len(batch_loss) == metrics["settings"]["steps"] == 8
     assert all(np.isfinite(value) and value > 0 for _, _, value in batch_loss)
-    # Linear decay ends at 0 after the last step.
+    # Linear decay reaches 0 after the last step; each step's own rate is logged beside it.
     assert scalars("epoch_learning_rate")[-1][2] == 0.0
+    # The rates steps 1..8 used, as transformers' get_linear_schedule_with_warmup gives them
+    # (peak 5e-5, 1 warmup step = 10% of 8 rounded up): step index s < 1 → 5e-5·s, then
+    # 5e-5·(8 - s)/(8 - 1).
+    used = [(step, value) for _, step, value in scalars("batch_learning_rate")]
+    expected = [5e-5 * s if s < 1 else 5e-5 * (8 - s) / 7 for s in range(8)]
+    assert [step for step, _ in used] == list(range(1, 9))
+    np.testing.assert_allclose([value for _, value in used], expected, rtol=1e-5, atol=1e-12)
+    # Validation loss and accuracy after each epoch, beside training's (fit's validation run).
+    assert {"epoch_loss", "epoch_accuracy"} <= set(tags["validation"])
+    query = urllib.parse.urlencode({"run": "validation", "tag": "epoch_loss"})
+    validation = json.loads(_get(f"{base}/data/plugin/scalars/scalars?{query}"))
+    assert [step for _, step, _ in validation] == [0, 1]
+    assert all(np.isfinite(value) and value > 0 for _, _, value in validation)
 
     images = json.loads(_get(f"{base}/data/plugin/images/tags"))
     assert set(images["attention"]) == {"attention/layer_0", "attention/layer_1"}

@@ -78,6 +78,13 @@ class ConllTask(TaskSpec):
         return length_bucketed((inputs, f["labels"], f["label_weights"]), f["padding_mask"],
                                batch_size, seed, pad_to_multiple_of)
 
+    def validation_dataset(self, model, examples, batch_size):
+        from kbert.text.datasets import packed_batches
+
+        f = self.features(model, examples)
+        return packed_batches(({k: f[k] for k in INPUT_KEYS}, f["labels"], f["label_weights"]),
+                              batch_size)
+
     def logits(self, model, features, batch_size=64):
         """Token logits [count, seq, classes], batches cut to their longest row and padded back."""
         from kbert.text.datasets import packed_batches

@@ -54,6 +54,11 @@ class SentenceTask(TaskSpec):
                             bucket=True, repeat=True, seed=seed,
                             pad_to_multiple_of=pad_to_multiple_of)
 
+    def validation_dataset(self, model, examples, batch_size):
+        from kbert.data.tasks import make_dataset
+
+        return make_dataset(examples, model.preprocessor, batch_size, self.kind)
+
     def outputs(self, model, examples, batch_size=64):
         """Logits for `examples` (scores for regression), in order."""
         outputs = model.predict(_model_inputs(examples, self.kind), batch_size=batch_size,

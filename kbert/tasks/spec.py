@@ -42,6 +42,11 @@ class TaskSpec:
         """An endless, shuffled tf.data of packed training batches."""
         raise NotImplementedError
 
+    def validation_dataset(self, model, examples, batch_size):
+        """One ordered pass over held-out `examples` in the training batches' form (inputs and
+        targets), for the validation loss `fit` reports each epoch."""
+        raise NotImplementedError
+
     def train_size(self, examples, model) -> int:
         """How many rows one epoch of `examples` trains on (windows for SQuAD)."""
         return len(examples)

@@ -102,6 +102,15 @@ class SquadTask(TaskSpec):
         return dataset.map(lambda x, y: (trim_to_longest(x, pad_to_multiple_of), y),
                            num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
+    def validation_dataset(self, model, examples, batch_size):
+        from kbert.text.datasets import packed_batches
+
+        w = self.windows(model, examples, with_answers=True)
+        keep = w["unmappable"] == 0
+        return packed_batches(({k: w[k][keep] for k in INPUT_KEYS},
+                               {"start_logits": w["start_positions"][keep],
+                                "end_logits": w["end_positions"][keep]}), batch_size)
+
     def logits(self, model, windows, batch_size=64):
         """(start, end) logits [W, sequence_length], batches cut to their longest row and
         padded back with the masked value."""

@@ -71,11 +71,51 @@ class StopAtStep(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+def learning_rate_used(optimizer):
+    """The rate of the optimizer's last update. `optimizer.learning_rate` evaluates a schedule
+    at the current iteration count, which after an update is the next step's."""
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # under loss scaling
+    schedule = optimizer._learning_rate
+    if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        step = keras.ops.maximum(optimizer.iterations - 1, 0)
+        return float(keras.ops.convert_to_numpy(schedule(step)))
+    return float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+
+
+class LearningRateLog(keras.callbacks.Callback):
+    """`batch_learning_rate` in TensorBoard every `every` steps, keyed by the optimizer step:
+    the rate that step used (Keras' own `epoch_learning_rate` is the schedule's value after an
+    epoch's last step, 0 at the end of a linear decay)."""
+
+    def __init__(self, log_dir, every=1):
+        super().__init__()
+        self.log_dir, self.every = str(log_dir), max(1, int(every))
+        self._writer = None
+
+    def on_train_begin(self, logs=None):
+        import tensorflow as tf
+
+        self._writer = tf.summary.create_file_writer(self.log_dir)
+
+    def on_train_batch_end(self, batch, logs=None):
+        import tensorflow as tf
+
+        step = _optimizer_step(self.model)
+        if step % self.every and step != 1:
+            return
+        with self._writer.as_default(step=step):
+            tf.summary.scalar("batch_learning_rate", learning_rate_used(self.model.optimizer))
+
+    def on_train_end(self, logs=None):
+        if self._writer is not None:
+            self._writer.close()
+
+
 class StepLogger(keras.callbacks.Callback):
     """Per-step TensorBoard scalars in `log_dir`, keyed by the optimizer step (so a resumed run
     continues its curves): every metric in fit's logs (`loss`, `mlm_loss`, `mlm_accuracy`,
     `nsp_loss`, `nsp_accuracy`: running means over the current epoch, as Keras reports them),
-    `learning_rate` (the schedule's value for the step) and `sequences_per_second` (examples
+    `learning_rate` (the rate the step used) and `sequences_per_second` (examples
     per second of wall time since the previous write). Writes every `every` batches.
     """
 
@@ -105,7 +145,7 @@ class StepLogger(keras.callbacks.Callback):
         speed = self.every * self.batch_size / max(now - self._last_time, 1e-9)
         self._last_time = now
         step = _optimizer_step(self.model)
-        learning_rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+        learning_rate = learning_rate_used(self.model.optimizer)
         values = {k: float(v) for k, v in (logs or {}).items()}
         values.update(learning_rate=learning_rate, sequences_per_second=speed)
         self.history.append({"step": step, **values})

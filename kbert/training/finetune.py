@@ -117,9 +117,9 @@ def build_backbone(init, dtype=None):
     return load_backbone_and_tokenizer(init, dtype=dtype)
 
 
-def _fit(model, dataset, plan, initial_epoch, callbacks, verbose):
+def _fit(model, dataset, plan, initial_epoch, callbacks, verbose, validation=None):
     """(history or None when the run had no steps left, seconds): the plan's epochs from
-    `initial_epoch` on."""
+    `initial_epoch` on, with the `validation` dataset's loss and metrics after each."""
     start = time.perf_counter()
     if initial_epoch >= plan.epochs:
         return None, 0.0
@@ -129,13 +129,18 @@ def _fit(model, dataset, plan, initial_epoch, callbacks, verbose):
                                 r"\['pooler/kernel', 'pooler/bias'\]")
         history = model.fit(dataset, epochs=plan.epochs, steps_per_epoch=plan.steps_per_epoch,
                             initial_epoch=initial_epoch, callbacks=callbacks, verbose=verbose,
-                            shuffle=False)
+                            shuffle=False, validation_data=validation)
     return history, time.perf_counter() - start
 
 
 def _callbacks(config, model, output_dir, total_steps):
-    callbacks = [keras.callbacks.TensorBoard(log_dir=str(output_dir / "logs"),
-                                             update_freq=max(1, min(50, total_steps // 20)))]
+    """TensorBoard: fit's training and validation curves (logs/train, logs/validation), the
+    learning rate each step used, and optionally attention images."""
+    from kbert.training.callbacks import LearningRateLog
+
+    every = max(1, min(50, total_steps // 20))
+    callbacks = [keras.callbacks.TensorBoard(log_dir=str(output_dir / "logs"), update_freq=every),
+                 LearningRateLog(output_dir / "logs" / "train", every)]
     if config.attention_sentence:
         from kbert.viz.tensorboard import AttentionImages
 
@@ -200,10 +205,12 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     dataset = spec.train_dataset(model, train, config.batch_size,
                                  config.seed + (state["step"] if state else 0),
                                  XLA_PAD_MULTIPLE if config.xla else 1)
+    validation = (spec.validation_dataset(model, held_out["dev"], config.batch_size)
+                  if "dev" in held_out else None)
     history, train_seconds = _fit(
         model, dataset, plan, state["epoch"] if state else 0,
         _callbacks(config, model, output_dir, total_steps)
-        + resumable.checkpoint_callbacks(output_dir, record, plan), config.verbose)
+        + resumable.checkpoint_callbacks(output_dir, record, plan), config.verbose, validation)
 
     start = time.perf_counter()
     results, predictions = {}, {}
@@ -211,7 +218,8 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
         results[name], predictions[name] = spec.evaluate(model, examples)
     settings = config.settings(spec, sequence_length, total_steps)
     sizes = {"train": len(train), **{k: len(v) for k, v in held_out.items()},
-             "parameters": int(backbone.count_params()),
+             "backbone_parameters": int(backbone.count_params()),
+             "model_parameters": int(model.count_params()),  # backbone + task head
              "trainable_parameters": int(sum(math.prod(v.shape)
                                              for v in model.trainable_weights))}
     metrics = {**_run_metrics(spec, config, results, settings, sizes,

@@ -96,7 +96,9 @@ def test_finetune_conll_writes_entity_scores_and_tags_raw_text(tmp_path, mode="f
     assert metrics["f1"] == metrics["test"]["f1"] and metrics["test"]["gold"] == 12
     label_names = RunDirectory.open(run).info["label_names"]
     assert label_names[0] == "O" and len(label_names) == 9
-    assert metrics["sizes"]["trainable_parameters"] < metrics["sizes"]["parameters"] / 10
+    sizes = metrics["sizes"]
+    assert sizes["trainable_parameters"] < sizes["backbone_parameters"] / 10
+    assert sizes["model_parameters"] > sizes["backbone_parameters"]  # the head's own weights
     model = keras.saving.load_model(run / "model.keras")
     assert isinstance(model, BertTokenClassifier) and model.is_feature_based == (mode == "feature")
     text = "Peter Smith visited Paris, and John lives in Berlin."
