@@ -158,8 +158,9 @@ def _pretrain_parser(commands):
     pretrain.add_argument("--xla", action="store_true", help="compile train steps with XLA")
     pretrain.add_argument("--checkpoint-every", type=non_negative_int, default=1000)
     pretrain.add_argument("--strategy", default=None,
-                          help="default, mirrored, multi_worker (from TF_CONFIG), tpu[:NAME], "
-                               "or auto")
+                          help="TensorFlow: default, mirrored, multi_worker (from TF_CONFIG), "
+                               "tpu[:NAME], or auto; JAX (KERAS_BACKEND=jax, with --xla): "
+                               "data_parallel, model_parallel[:N], or auto")
     pretrain.add_argument("--whole-word", action="store_true", help="whole-word masking")
     pretrain.add_argument("--no-nsp", action="store_true", help="the paper's No-NSP ablation")
     pretrain.add_argument("--seed", type=non_negative_int, default=0)

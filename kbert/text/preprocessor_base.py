@@ -21,7 +21,7 @@ longer than `max_chars_per_word`, which give one [UNK] each): those then lose to
 import keras
 import tensorflow as tf
 
-from kbert.text.tokenizer import BertTokenizer
+from kbert.text.tokenizer import BertTokenizer, take_tf_inputs
 
 _UTF8_MAX_BYTES = 4  # the longest UTF-8 encoding of one character
 
@@ -61,6 +61,7 @@ class PreprocessorBase(keras.layers.Layer):
         kwargs.setdefault("trainable", False)
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
+        take_tf_inputs(self)
         if isinstance(tokenizer, dict):
             tokenizer = keras.saving.deserialize_keras_object(tokenizer)
         if not isinstance(tokenizer, BertTokenizer):

@@ -43,6 +43,16 @@ _SUFFIX = "##"
 _LONG_WORD = " "  # words never hold spaces and vocab tokens never start with one: always [UNK]
 
 
+def take_tf_inputs(layer):
+    """Lets a layer of TensorFlow graph ops receive its inputs as they are. Keras'
+    `Layer.__call__` first converts them to the backend's tensors, which on the JAX backend
+    fails for tf.string tensors in tf.data ("string arrays can only be made from NumPy
+    arrays", Keras 3.15, JAX 0.10). Keras' own tf.data-ready layers (`CategoryEncoding`)
+    switch the conversion off the same way."""
+    layer._convert_input_args = False
+    layer._allow_non_tensor_positional_args = True
+
+
 @keras.saving.register_keras_serializable(package="kbert")
 class BertTokenizer(keras.layers.Layer):
     """Strings [batch] → tf.RaggedTensor of int32 WordPiece ids [batch, None], no special tokens.
@@ -61,6 +71,7 @@ class BertTokenizer(keras.layers.Layer):
         kwargs.setdefault("trainable", False)
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
+        take_tf_inputs(self)
         self.max_chars_per_word = check_max_chars(max_chars_per_word)
         self._vocab = load_vocabulary(vocabulary)
         self.lowercase = bool(lowercase)

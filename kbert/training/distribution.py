@@ -8,6 +8,8 @@
   * "tpu" or "tpu:NAME": `TPUStrategy` from a `TPUClusterResolver` (NAME, or the environment's);
   * "auto": multi_worker when `TF_CONFIG` names more than one worker, TPU when a resolver finds
     one, mirrored when several GPUs are visible, the default otherwise.
+On Keras' JAX backend the names are those of `kbert.training.jax_distribution` ("data_parallel",
+"model_parallel[:N]", "auto", "default"); a name of the other backend is a one-line error.
 
 The multi-worker fix (keras-team/keras#20585): before the first step, Keras 3's TensorFlow
 trainer builds the model symbolically from one batch, and to turn that batch's `PerReplica`
@@ -30,6 +32,7 @@ import os
 import tensorflow as tf
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu", "auto")
+TF_ONLY = ("mirrored", "multi_worker", "multiworker", "multi_worker_mirrored", "tpu")
 
 
 def _tf_config_workers():
@@ -41,10 +44,28 @@ def _tf_config_workers():
 
 
 def get_strategy(name=None):
-    """The `tf.distribute.Strategy` called `name` (module docstring)."""
-    if isinstance(name, tf.distribute.Strategy):
+    """The `tf.distribute.Strategy` called `name` (module docstring); on Keras' JAX backend,
+    the `keras.distribution` one of `kbert.training.jax_distribution`. The one place where the
+    choice is made by backend."""
+    import keras
+
+    from kbert.training import jax_distribution
+
+    backend = keras.backend.backend()
+    if isinstance(name, (tf.distribute.Strategy, jax_distribution.JaxStrategy)):
+        if isinstance(name, jax_distribution.JaxStrategy) != (backend == "jax"):
+            raise ValueError(f"A {type(name).__name__} does not run on Keras' {backend} "
+                             f"backend.")
         return name
     name = (name or "default").lower().replace("-", "_")
+    if backend == "jax":
+        if name in TF_ONLY or name.startswith("tpu:"):
+            raise ValueError(f"Strategy {name!r} is for the TensorFlow backend; on JAX choose "
+                             f"one of {', '.join(jax_distribution.JAX_STRATEGIES)}.")
+        return jax_distribution.get_jax_strategy(name)
+    if name.startswith(("data_parallel", "model_parallel")):
+        raise ValueError(f"Strategy {name!r} runs on Keras' JAX backend (KERAS_BACKEND=jax); "
+                         f"on TensorFlow choose one of {', '.join(STRATEGIES)}.")
     if name == "auto":
         if _tf_config_workers() > 1:
             name = "multi_worker"
@@ -77,8 +98,9 @@ def get_strategy(name=None):
 def check_jit_compile(strategy, jit_compile):
     """Refuses XLA under a multi-replica strategy: Keras 3's compiled train step then fails
     deep in TensorFlow ("Trying to access resource ... replica_1 ... from device ...",
-    keras-team/keras#19005), after the data and model are built."""
-    if jit_compile and strategy.num_replicas_in_sync > 1:
+    keras-team/keras#19005), after the data and model are built. (JAX always compiles.)"""
+    if jit_compile and isinstance(strategy, tf.distribute.Strategy) and \
+            strategy.num_replicas_in_sync > 1:
         raise ValueError(
             f"XLA (jit_compile / --xla) does not work with {strategy.num_replicas_in_sync} "
             f"replicas in Keras 3 (keras-team/keras#19005): train without XLA, or on one device.")
@@ -86,7 +108,8 @@ def check_jit_compile(strategy, jit_compile):
 
 def is_multi_worker(strategy):
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or (
-        getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())
+        isinstance(strategy, tf.distribute.Strategy)
+        and getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())
 
 
 def is_chief(strategy=None):

@@ -9,8 +9,8 @@ What `kbert pretrain` calls, with the settings of a `PretrainConfig`
    last shard, shards being disjoint sets of documents) for evaluation;
 2. builds a `BertPretrainer` on a fresh backbone of `preset` (or on the weights of `init`; both
    through `kbert.presets.load_backbone_and_tokenizer`), in
-   the strategy's scope (`kbert.training.distribution`), with the dtype policy for mixed
-   precision;
+   the strategy's scope (`kbert.training.distribution`; on JAX, `keras.distribution` over the
+   whole run: `kbert.training.jax_distribution`), with the dtype policy for mixed precision;
 3. compiles it with AdamW (`kbert.training.optimizer`) or LAMB (`kbert.training.lamb`): linear
    warmup then linear (or polynomial) decay over the optimizer steps, weight decay 0.01 except on
    LayerNorm and biases, global-norm clipping, optional gradient accumulation and XLA;
@@ -75,12 +75,21 @@ def pretrain(output_dir=None, config=None, **kwargs):
 
 
 def _pretrain(config, output):
-    import keras
-
-    from kbert.training.distribution import check_jit_compile, get_strategy, is_chief
+    from kbert.training.distribution import check_jit_compile, get_strategy
+    from kbert.training.jax_distribution import check_jax_run, run_scope
 
     strategy = get_strategy(config.strategy)
     check_jit_compile(strategy, config.jit_compile)
+    check_jax_run(strategy, config.batch_size, config.model_config)
+    with run_scope(strategy):
+        return _run(config, output, strategy)
+
+
+def _run(config, output, strategy):
+    import keras
+
+    from kbert.training.distribution import is_chief
+
     chief = is_chief(strategy)
     keras.utils.set_random_seed(config.seed)
 
