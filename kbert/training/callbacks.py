@@ -72,13 +72,18 @@ class StopAtStep(keras.callbacks.Callback):
 
 
 def learning_rate_used(optimizer):
-    """The rate of the optimizer's last update. `optimizer.learning_rate` evaluates a schedule
-    at the current iteration count, which after an update is the next step's."""
+    """The rate of the optimizer's last update (the first one's before any).
+
+    `optimizer.learning_rate` evaluates a schedule at Keras' batch counter now, which after an
+    update is the next update's. Under gradient accumulation of k batches that counter runs k
+    per update and update u (from 0) applies at batch k·u + k - 1: after u updates, the last
+    one's rate is the schedule at batch k·u - 1."""
     optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # under loss scaling
     schedule = optimizer._learning_rate
     if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
-        step = keras.ops.maximum(optimizer.iterations - 1, 0)
-        return float(keras.ops.convert_to_numpy(schedule(step)))
+        batches = optimizer.gradient_accumulation_steps or 1
+        batch = keras.ops.maximum(optimizer.iterations * batches - 1, 0)
+        return float(keras.ops.convert_to_numpy(schedule(batch)))
     return float(keras.ops.convert_to_numpy(optimizer.learning_rate))
 
 

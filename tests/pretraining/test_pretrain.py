@@ -76,10 +76,11 @@ def test_optimizers_and_options(tmp_path, corpus_file):
                       save_model=False)
     assert result["steps"] == 3 and result["examples_seen"] == 3 * 2 * 4
     assert "nsp_accuracy" not in result and np.isfinite(result["mlm_loss"])
-    # The schedule counts updates, not batches: peak 1e-4, no warmup, (1 - s/3)^2 decay.
+    # The schedule counts updates, not batches: peak 1e-4, no warmup, (1 - s/3)^2 decay; the
+    # log at update N shows the rate update N used (s = N - 1).
     lr = dict(event_scalars(out / "logs/steps")["learning_rate"])
-    for step in range(4):
-        assert lr[step] == pytest.approx(1e-4 * (1 - step / 3) ** 2, abs=1e-10), step
+    for step in range(1, 4):
+        assert lr[step] == pytest.approx(1e-4 * (1 - (step - 1) / 3) ** 2, abs=1e-10), step
 
 
 def test_no_weight_decay_on_layernorm_and_bias():
@@ -149,7 +150,7 @@ def test_resume_after_sigkill(tmp_path, corpus_file):
 
     assert list(staging_entries(out / "checkpoints")) == []
     # The learning rate after the resume is the uninterrupted schedule's: warmup 4, peak 1e-3,
-    # linear decay to 0 at step 40.
+    # linear decay to 0 at step 40; step N (from 1) used the rate at s = N - 1.
     lr = dict(event_scalars(out / "logs/steps")["learning_rate"])
-    for step in range(saved + 1, 41):
-        assert lr[step] == pytest.approx(1e-3 * (40 - step) / 36, rel=1e-5, abs=1e-9), step
+    for step in range(max(saved + 1, 5), 41):
+        assert lr[step] == pytest.approx(1e-3 * (41 - step) / 36, rel=1e-5, abs=1e-9), step
