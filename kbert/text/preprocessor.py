@@ -78,6 +78,8 @@ class BertPreprocessor(PreprocessorBase):
         if isinstance(inputs, dict):
             raise TypeError("BertPreprocessor takes a string tensor or a tuple (a, b) of them, "
                             "not a dict.")
+        if isinstance(inputs, list) and all(isinstance(s, (str, bytes)) for s in inputs):
+            inputs = [inputs]  # a Python list of texts is a batch, as in `predict`, not a pair
         segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
         if not 1 <= len(segments) <= 2:
             raise ValueError(f"BertPreprocessor packs one or two segments, got {len(segments)}.")

@@ -135,3 +135,18 @@ def test_errors(tok):
         BertPreprocessor("vocab.txt")
     with pytest.raises(ValueError, match="one or two segments"):
         BertPreprocessor(tok)((tf.constant(["a"]),) * 3)
+
+
+def test_a_python_list_of_texts_is_a_batch_not_a_pair():
+    """Two texts in a list are two examples (what `predict(["a", "b"])` means); only a tuple
+    is a pair of segments."""
+    import kbert
+
+    pre = kbert.BertPreprocessor(kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased"),
+                                 sequence_length=16)
+    texts = ["a great film", "dull"]
+    as_list, as_tensor = pre(texts), pre(tf.constant(texts))
+    for key in as_tensor:
+        assert as_list[key].shape == (2, 16)
+        np.testing.assert_array_equal(as_list[key], as_tensor[key])
+    assert pre(("a great film", "dull"))["segment_ids"].numpy().max() == 1  # a pair
