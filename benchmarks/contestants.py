@@ -37,13 +37,13 @@ class Step:
         return self.run()
 
 
-def random_batch(config, batch, seq, seed=0):
+def random_batch(config, batch, seq, seed=0, masked=MASKED_POSITIONS):
     """Token ids over the vocabulary (avoiding the special ids), two segments, no padding, and
-    targets for every case."""
+    targets for every case (`masked` predictions per sequence)."""
     rng = np.random.default_rng(seed)
     ids = rng.integers(1000, config.vocab_size, (batch, seq)).astype("int32")
     segments = (np.arange(seq) >= seq // 2).astype("int32")[None].repeat(batch, 0)
-    positions = np.sort(np.stack([rng.choice(np.arange(1, seq), MASKED_POSITIONS, replace=False)
+    positions = np.sort(np.stack([rng.choice(np.arange(1, seq), masked, replace=False)
                                   for _ in range(batch)]), axis=1).astype("int32")
     return {
         "inputs": {"token_ids": ids, "segment_ids": segments,
@@ -51,7 +51,7 @@ def random_batch(config, batch, seq, seed=0):
         "labels": rng.integers(0, 2, batch).astype("int32"),
         "masked_positions": positions,
         "masked_ids": np.take_along_axis(ids, positions, 1),
-        "masked_weights": np.ones((batch, MASKED_POSITIONS), "float32"),
+        "masked_weights": np.ones((batch, masked), "float32"),
     }
 
 

@@ -1,4 +1,4 @@
-"""Model FLOPs per sequence, and the machine's best fp32 matrix multiply, for utilisation.
+"""Model FLOPs per sequence, and the machine's best matrix multiply, for utilisation.
 
 Model FLOPs count the matrix multiplies the model needs (2 per multiply-add), the usual basis
 of "model FLOPs utilisation": embedding lookups, softmax, GELU and LayerNorm are left out, and
@@ -38,14 +38,17 @@ def case_flops(case, config, seq, masked_positions=20):
     raise ValueError(f"Unknown case {case!r}.")
 
 
-def best_matmul_gflops(framework, sizes=(256, 512, 1024, 2048), seconds=MATMUL_SECONDS):
-    """The fastest square fp32 matmul this framework runs here, in GFLOP/s (best of 3 timings
-    of at least `seconds` each, per size and, for TensorFlow, with and without XLA)."""
+def best_matmul_gflops(framework, sizes=(256, 512, 1024, 2048), seconds=MATMUL_SECONDS,
+                       dtype="float32", device="cpu"):
+    """The fastest square matmul this framework runs here, in GFLOP/s (best of 3 timings of at
+    least `seconds` each, per size and, for TensorFlow, with and without XLA) with operands of
+    `dtype` ("float32", "bfloat16"), for PyTorch on `device` (JAX and TensorFlow compute on
+    their default device)."""
     rng = np.random.default_rng(0)
     best = 0.0
     for n in sizes:
         a, b = (rng.standard_normal((n, n), "float32") for _ in range(2))
-        runs = _chains(framework, a, [b]).values()
+        runs = _chains(framework, a, [b], dtype, device).values()
         best = max(best, *(_rate(run, 2 * n ** 3, seconds) for run in runs))
     return best
 
@@ -96,20 +99,22 @@ def _rate(run, flops, seconds):
     return flops * repeats / elapsed / 1e9
 
 
-def _chains(framework, x, weights):
+def _chains(framework, x, weights, dtype="float32", device="cpu"):
     """{mode: a zero-argument callable that multiplies `x` through `weights` in turn and waits
     for it}: PyTorch "eager", JAX "xla", TensorFlow "xla" and "no_xla"."""
     if framework == "hugging_face":
         import torch
 
-        tx, tws = torch.from_numpy(x), [torch.from_numpy(w) for w in weights]
+        tx, *tws = (torch.from_numpy(a).to(device, getattr(torch, dtype)) for a in (x, *weights))
 
         def torch_chain():
             with torch.inference_mode():
                 h = tx
                 for w in tws:
                     h = torch.mm(h, w)
-                return h
+            if device == "cuda":
+                torch.cuda.synchronize()
+            return h
 
         return {"eager": torch_chain}
     import keras
@@ -122,12 +127,12 @@ def _chains(framework, x, weights):
     if keras.backend.backend() == "jax":
         import jax
 
-        args = [jax.device_put(a) for a in (x, *weights)]
+        args = [jax.device_put(a).astype(dtype) for a in (x, *weights)]
         jitted = jax.jit(chain)
         return {"xla": lambda: jitted(*args).block_until_ready()}
     import tensorflow as tf
 
-    args = [tf.constant(a) for a in (x, *weights)]
+    args = [tf.cast(tf.constant(a), dtype) for a in (x, *weights)]
 
     def tf_chain(jit_compile):
         # A reduction of the last product waits for it without copying it to the host.

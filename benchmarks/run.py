@@ -35,6 +35,9 @@ Keras' AdamW instead, as its users would train.
     python -m benchmarks.run --parts cases --presets base --cases train infer pretrain \
         --skip "kbert (no XLA)"  # < 24 GB; the end-to-end case runs at the first preset
     python -m benchmarks.run --quick          # tiny sizes, seconds: checks the harness
+
+On a GPU, `--gpu` runs `benchmarks.gpu` instead (kbert on JAX against Hugging Face eager and
+`torch.compile`; the rest of the command line is its own): see that module.
 """
 
 import argparse
@@ -49,7 +52,6 @@ import time
 import keras
 
 from benchmarks import contestants, flops
-from kbert.config import BertConfig
 
 SWEEP_SEQ = (64, 128, 256, 512)
 SWEEP_BATCH = (1, 4, 16, 64)
@@ -146,6 +148,8 @@ class Bench:
                 time.sleep(0.5)  # lets the previous worker's spinning threads go to sleep
         for worker in self.workers.values():
             worker.ask(op="drop")
+        from kbert.config import BertConfig  # not at the top: `--gpu` runs without TensorFlow
+
         # The finetune case trains on real sentences that kbert cuts to their batch's longest:
         # FLOPs at the nominal length would overstate its work, so it gets no utilisation.
         model_flops = (None if case == "finetune"
@@ -346,6 +350,11 @@ def parse(argv=None):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--gpu" in argv:  # kbert on JAX against Hugging Face on one GPU: benchmarks/gpu.py
+        from benchmarks import gpu
+
+        sys.exit(gpu.main([a for a in argv if a != "--gpu"]))
     args = parse(argv)
     bench = Bench(args)
     if bench.backend == "jax":

@@ -1,0 +1,92 @@
+"""The GPU benchmark harness (`benchmarks.gpu`), run for real at tiny sizes on this CPU.
+
+The GPU image has no TensorFlow, so the harness runs here with TensorFlow made unimportable
+(a `sitecustomize` on PYTHONPATH, which every process of the run loads).
+"""
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from benchmarks import flops, gpu
+from kbert.config import BertConfig
+
+ROOT = Path(__file__).parents[1]
+NO_TENSORFLOW = textwrap.dedent("""
+    import sys
+
+    # None in sys.modules: imports fail and importlib.util.find_spec answers None, as when the
+    # package is not installed.
+    for name in ("tensorflow", "tensorflow_text", "tf_keras"):
+        sys.modules[name] = None
+""")
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    for package in ("jax", "torch", "transformers"):
+        pytest.importorskip(package)
+    folder = tmp_path_factory.mktemp("gpu")
+    (folder / "sitecustomize.py").write_text(NO_TENSORFLOW)
+    env = {**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{ROOT}",
+           "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    blocked = subprocess.run([sys.executable, "-c", "import tensorflow"], env=env,
+                             capture_output=True, text=True)
+    assert "ModuleNotFoundError" in blocked.stderr
+    out = folder / "smoke.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--gpu", "--smoke", "--out", str(out),
+         "--log", str(folder / "workers.log")],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    log = (folder / "workers.log").read_text()
+    assert done.returncode == 0, done.stdout[-2000:] + log[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_smoke_run_reports_every_contestant(smoke):
+    assert smoke["device"] == "cpu" and "errors" not in smoke and smoke["settings"]["smoke"]
+    assert set(smoke["train"]) == {*gpu.CONTESTANTS, "kbert_mfu"}
+    assert set(smoke["infer"]) == set(gpu.CONTESTANTS)
+    for case in ("train", "infer"):
+        for who in gpu.CONTESTANTS:
+            windows = smoke["windows"][f"{who}/{case}"]
+            assert len(windows) == gpu.SMOKE["windows"] and min(windows) > 0
+            assert smoke[case][who] == statistics.median(windows)
+        for peer in ("hf_eager", "hf_compile"):
+            assert smoke["kbert_vs"][f"{case}_{peer}"] == pytest.approx(
+                smoke[case]["kbert"] / smoke[case][peer])
+    assert {"jax", "keras", "torch", "transformers"} <= set(smoke["versions"])
+
+
+def test_smoke_mfu_is_model_flops_over_the_measured_peak(smoke):
+    settings = smoke["settings"]
+    assert settings["masked"] == math.ceil(0.15 * settings["seq"])
+    model_flops = flops.case_flops("pretrain", BertConfig.preset(settings["preset"]),
+                                   settings["seq"], settings["masked"])
+    peak = max(smoke["peak_tflops"].values()) * 1e12
+    assert set(smoke["peak_tflops"]) == {"kbert", "hf_eager"}
+    assert smoke["train"]["kbert_mfu"] == pytest.approx(smoke["train"]["kbert"] * model_flops
+                                                        / peak)
+    assert 0 < smoke["train"]["kbert_mfu"] < 1
+
+
+def test_options_and_file_names():
+    args = gpu.parse([])
+    assert (args.preset, args.seq, args.batch, args.masked) == ("base", 128, 256, 20)
+    assert args.out == os.path.join("benchmarks", "results", "gpu", "base-seq128.json")
+    args = gpu.parse(["--seq", "512", "--batch", "64"])
+    assert args.masked == 77 and args.out.endswith("base-seq512-batch64.json")
+    with pytest.raises(SystemExit):
+        gpu.parse(["--smoke"])  # a smoke run never writes a result file by default
+
+
+def test_matmul_peak_in_bfloat16():
+    pytest.importorskip("torch")
+    assert flops.best_matmul_gflops("hugging_face", sizes=(64,), seconds=0.01,
+                                    dtype="bfloat16") > 0
