@@ -1,0 +1,118 @@
+"""kbert's fused attention against its einsum on this device: the same outputs, and how fast.
+
+On Keras' JAX backend, builds the backbone twice with the same weights, once with
+`attention_implementation="einsum"` and once with the fused kernel (cuDNN on a CUDA GPU, JAX's
+`xla` form elsewhere), and runs both on one batch whose rows have padding of varied lengths
+(one row's mask has holes, which the backbone reorders). Reports the largest difference of the
+outputs on real tokens, the relative difference of every gradient (a loss on real tokens), and
+the time of a jitted forward + backward pass of each.
+
+    KERAS_BACKEND=jax python -m benchmarks.gpu_attention         # base, batch 64, bf16
+    python -m benchmarks.gpu_attention --smoke --out /tmp/a.json  # tiny, float32: any machine
+"""
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+from benchmarks.gpu_worker import kbert_module
+
+
+def batch(config, size, seq, seed=0):
+    """Token ids and a padding mask: real lengths from a quarter of `seq` to all of it, and in
+    the last row real tokens scattered among padding."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(seq // 4, seq + 1, size)
+    mask = (np.arange(seq)[None] < lengths[:, None]).astype("int32")
+    mask[-1] = rng.random(seq) < 0.6
+    mask[-1, 0] = 1  # [CLS] is real, as every packer makes it
+    ids = rng.integers(1000, config.vocab_size, (size, seq)).astype("int32") * mask
+    return {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
+
+
+def run(implementation, config, inputs, args):
+    """Outputs on real tokens, gradients and seconds per forward + backward pass."""
+    import jax
+    import keras
+
+    models, kernels = kbert_module("models"), kbert_module("layers.attention_kernel")
+    ran, fused = set(), kernels.fused_attention
+    kernels.fused_attention = lambda *a: ran.add(a[-1]) or fused(*a)
+    keras.utils.set_random_seed(0)  # the same weights for both implementations
+    model = models.BertBackbone(config, attention_implementation=implementation)
+    real = inputs["padding_mask"].astype(bool)
+    weights = np.random.default_rng(1).normal(size=real.shape + (config.hidden_size,)) * real[
+        ..., None]
+
+    def loss(trainable):
+        out, _ = model.stateless_call(trainable, model.non_trainable_variables, inputs,
+                                      training=True)
+        return jax.numpy.sum(out["sequence_output"].astype("float32") * weights)
+
+    step = jax.jit(jax.value_and_grad(loss))
+    trainable = [v.value for v in model.trainable_variables]
+    _, grads = step(trainable)
+    jax.block_until_ready(grads)
+    start = time.perf_counter()
+    for _ in range(args.repeats):
+        _, grads = step(trainable)
+    jax.block_until_ready(grads)
+    seconds = (time.perf_counter() - start) / args.repeats
+    kernels.fused_attention = fused
+    out = np.asarray(model(inputs)["sequence_output"], "float32")[real]
+    return out, [np.asarray(g, "float32") for g in grads], seconds, sorted(ran)
+
+
+def main(argv=None):
+    args = parse(argv)
+    os.environ["KERAS_BACKEND"] = "jax"  # before Keras loads: the GPU image has no TensorFlow
+    import keras
+
+    if args.dtype != "float32":
+        keras.mixed_precision.set_global_policy(f"mixed_{args.dtype}")
+    kernels = kbert_module("layers.attention_kernel")
+    implementation = args.implementation or (
+        "fused" if kernels.current_device() == "cuda" else "xla")
+    # No dropout: both passes must compute the same function.
+    config = kbert_module("config").BertConfig.preset(args.preset, hidden_dropout=0.0,
+                                                       attention_dropout=0.0)
+    inputs = batch(config, args.batch, args.seq)
+    out, grads, seconds, _ = run("einsum", config, inputs, args)
+    out_f, grads_f, seconds_f, ran = run(implementation, config, inputs, args)
+    report = {
+        "device": kernels.current_device(), "implementation": implementation, "ran": ran,
+        "settings": vars(args), "max_abs_diff_sequence_output": float(np.abs(out_f - out).max()),
+        "max_relative_grad_diff": max(float(np.linalg.norm(f - e) / (np.linalg.norm(e) or 1))
+                                      for f, e in zip(grads_f, grads)),
+        "step_ms": {"einsum": seconds * 1e3, implementation: seconds_f * 1e3}}
+    print(json.dumps(report))
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+    return report
+
+
+def parse(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="base")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16",
+                                                                "float32"])
+    parser.add_argument("--implementation", choices=["fused", "xla"], default=None,
+                        help="default: fused on a CUDA GPU, xla elsewhere")
+    parser.add_argument("--repeats", type=int, default=20, help="timed passes of each")
+    parser.add_argument("--smoke", action="store_true", help="tiny, float32, 2 repeats")
+    parser.add_argument("--out", default=None, help="JSON file for the report")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.preset, args.batch, args.seq, args.dtype, args.repeats = "tiny", 4, 32, "float32", 2
+    return args
+
+
+if __name__ == "__main__":
+    main()

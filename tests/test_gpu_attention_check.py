@@ -1,0 +1,28 @@
+"""`benchmarks.gpu_attention`, the GPU's check of the fused attention, run tiny on this CPU
+(where it compares JAX's `xla` form of the same call with the einsum)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_smoke_check_compares_the_fused_path_with_the_einsum(tmp_path):
+    pytest.importorskip("jax")
+    out = tmp_path / "attention.json"
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_attention", "--smoke",
+                           "--out", str(out)], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert (report["device"], report["implementation"], report["ran"]) == ("cpu", "xla", ["xla"])
+    # float32, the same weights: equal up to the order of float32 sums.
+    assert report["max_abs_diff_sequence_output"] < 1e-5
+    assert report["max_relative_grad_diff"] < 1e-5
+    assert set(report["step_ms"]) == {"einsum", "xla"} and min(report["step_ms"].values()) > 0
