@@ -142,14 +142,18 @@ def main(argv=None):
         if error:
             errors[contestant] = error
             print(f"{contestant}: {error}", flush=True)
-    result = report(answers, errors, args)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+        result = save(report(answers, errors, args), args.out)  # a cut-off run keeps the rest
     mfu = result["train"]["kbert_mfu"]
     print(f"kbert against HF: {json.dumps(result['kbert_vs'])}; training MFU "
           f"{'n/a' if mfu is None else f'{mfu:.1%}'}\nwrote {args.out}")
     return 1 if errors else 0
+
+
+def save(result, path):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    return result
 
 
 if __name__ == "__main__":
