@@ -57,8 +57,10 @@ def test_pretrain_metrics_and_tensorboard(tmp_path, corpus_file):
         assert tag in tags, tag
     assert [s for s, _ in tags["learning_rate"]] == list(range(1, 13))
     lr = dict(tags["learning_rate"])
-    assert lr[1] == pytest.approx(5e-4) and lr[2] == pytest.approx(1e-3)  # warmup, then peak
-    assert lr[12] == pytest.approx(0.0, abs=1e-9)
+    # The rate each step used (step N at s = N - 1): warmup 0, 5e-4, then the peak at step 3,
+    # and linear decay over 10 steps: step 12 ran at s = 11, 1e-3 · (1 - 9/10).
+    assert lr[1] == 0.0 and lr[2] == pytest.approx(5e-4) and lr[3] == pytest.approx(1e-3)
+    assert lr[12] == pytest.approx(1e-4, rel=1e-5)
     assert os.listdir(out / "logs/train")  # Keras' epoch summaries
     # The profiler trace of batches 2-3, where TensorBoard's profile tab reads it.
     assert list((out / "logs/train/plugins/profile").glob("*/*.xplane.pb"))
