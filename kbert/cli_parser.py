@@ -155,7 +155,8 @@ def _pretrain_parser(commands):
     pretrain.add_argument("--optimizer", choices=("adamw", "lamb"), default="adamw")
     pretrain.add_argument("--gradient-accumulation-steps", type=positive_int, default=1)
     pretrain.add_argument("--mixed-precision", choices=("bf16", "fp16"))
-    pretrain.add_argument("--xla", action="store_true", help="compile train steps with XLA")
+    pretrain.add_argument("--xla", action="store_true", default=None,
+                          help="compile train steps with XLA (always on the JAX backend)")
     pretrain.add_argument("--checkpoint-every", type=non_negative_int, default=1000)
     pretrain.add_argument("--strategy", default=None,
                           help="TensorFlow: default, mirrored, multi_worker (from TF_CONFIG), "
@@ -233,9 +234,9 @@ def _finetune_extras(finetune):
     finetune.add_argument("--attention-images", metavar="SENTENCE",
                           help="write SENTENCE's attention heatmaps to TensorBoard while "
                                "training (OUTPUT/logs/attention)")
-    finetune.add_argument("--xla", action="store_true",
+    finetune.add_argument("--xla", action="store_true", default=None,
                           help="compile train steps with XLA (batches padded to a multiple "
-                               "of 16)")
+                               "of 16; always on the JAX backend)")
     finetune.add_argument("--mixed-precision", choices=("bf16", "fp16"),
                           help="compute in bfloat16 (on a CPU, without --xla: faster on the "
                                "AMD EPYC measured, slower on the Intel Xeon without AMX; see "

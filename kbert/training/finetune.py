@@ -49,7 +49,8 @@ class FinetuneConfig:
     max_eval_examples: score at most this many dev / test examples (a fixed subset).
     mode: "finetune" (all weights) or "feature" (frozen BERT, last four layers into a BiLSTM).
     attention_sentence: a text whose attention heatmaps go to TensorBoard while training.
-    xla: compile the train step with XLA (batches padded to a multiple of 16).
+    xla: compile the train step with XLA (batches padded to a multiple of 16); None: on Keras'
+      JAX backend only (`default_jit_compile`).
     mixed_precision: None (float32), "bf16" or "fp16" (loss scaling); weights stay float32.
     """
 
@@ -68,12 +69,15 @@ class FinetuneConfig:
     seed: int = 0
     verbose: int = 1
     attention_sentence: str = None
-    xla: bool = False
+    xla: bool | None = None
     mixed_precision: str = None
 
     def __post_init__(self):
         """Every setting checked before any work starts (a bool is not a count, NaN is not
         a rate); the model's own limits are checked by `_checked_spec`."""
+        from kbert.training.distribution import default_jit_compile
+
+        self.xla = default_jit_compile(self.xla)
         counts = ("steps", "batch_size", "max_train_examples", "max_eval_examples",
                   "sequence_length") + (("epochs",) if self.steps is None else ())
         for name in counts:

@@ -29,7 +29,7 @@ class PretrainConfig:
       update consume k batches.
     learning_rate: the peak; `optimizer` "adamw" or "lamb"; `warmup_steps` (default
       `warmup_fraction` of the steps); `decay_power` 1 is linear; `weight_decay`, `clipnorm`.
-    mixed_precision: None, "bf16" or "fp16" (dynamic loss scaling); `jit_compile` for XLA.
+    mixed_precision: None, "bf16" or "fp16" (dynamic loss scaling); `jit_compile` for XLA (None: on JAX only).
     checkpoint_every: updates between checkpoints (None or 0: one at the end).
     strategy: a name for `kbert.training.distribution.get_strategy`, or a strategy.
     whole_word, mask_rate, max_predictions (default 20 at length 128), nsp (False: the No-NSP
@@ -60,7 +60,7 @@ class PretrainConfig:
     clipnorm: float | None = 1.0
     gradient_accumulation_steps: int = 1
     mixed_precision: str | None = None
-    jit_compile: bool = False
+    jit_compile: bool | None = None
     checkpoint_every: int | None = 1000
     strategy: object = None
     whole_word: bool = False
@@ -78,6 +78,9 @@ class PretrainConfig:
     verbose: object = "auto"
 
     def __post_init__(self):
+        from kbert.training.distribution import default_jit_compile
+
+        self.jit_compile = default_jit_compile(self.jit_compile)
         if self.output_dir is None:
             raise ValueError("output_dir is required: the folder the run writes to.")
         if (self.steps is None) == (self.epochs is None):
