@@ -79,14 +79,29 @@ def train_vocabulary(texts, vocab_size=30522, lowercase=True, output_path=None,
         raise ValueError("train_vocabulary: the corpus has no words.")
     vocab = _largest_at_least(counts, vocab_size, reserved, min_count, max_token_length,
                               max_unique_chars)
-    # Tokens after the reserved ones and the characters are ordered by count, so cutting the
-    # tail keeps the alphabet and drops the rarest pieces.
-    vocab = vocab[:vocab_size]
+    vocab = _without_rarest_pieces(vocab, len(vocab) - vocab_size, set(reserved))
     if output_path is not None:
         path = pathlib.Path(output_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
     return vocab
+
+
+def _without_rarest_pieces(vocab, count, reserved):
+    """`vocab` less its `count` rarest learned pieces. The learner orders pieces by count, but
+    never drops reserved tokens, single characters or their ## forms: without them some words
+    could not be spelled at all (they come late in its order, a cut of the tail would)."""
+    def essential(token):
+        return token in reserved or len(token) == 1 or (token.startswith("##") and len(token) == 3)
+
+    droppable = [i for i, token in enumerate(vocab) if not essential(token)]
+    if count > len(droppable):
+        raise ValueError(f"vocab_size {len(vocab) - count} is below the "
+                         f"{len(vocab) - len(droppable)} tokens this corpus needs (the reserved "
+                         "tokens, every character and its ## form); ask for more, or lower "
+                         "max_unique_chars.")
+    dropped = set(droppable[len(droppable) - count:]) if count > 0 else set()
+    return [token for i, token in enumerate(vocab) if i not in dropped]
 
 
 def _largest_at_least(counts, vocab_size, reserved, min_count, max_token_length,

@@ -47,3 +47,18 @@ def test_errors():
         train_vocabulary(["", "  "], vocab_size=500)
     with pytest.raises(TypeError, match="iterable of strings"):
         train_vocabulary("just one string", vocab_size=500)
+
+
+def test_exact_size_keeps_every_character_and_its_suffix_form():
+    """The learner lists single-character ## pieces after the learned words: a cut to the
+    asked size drops the rarest words, never those (else words could not be spelled)."""
+    text = [f"Sentence {i} of document {d} is about topic {d % 3}." for d in range(40)
+            for i in range(6)]
+    tokens = train_vocabulary(text, vocab_size=170)
+    assert len(tokens) == 170 and {"document", "about", "topic"} <= set(tokens)
+    letters = set("".join(text).lower()) - {" "}
+    assert letters <= set(tokens) and {"##" + c for c in letters} <= set(tokens)
+    tok = BertTokenizer(tokens, lowercase=True)
+    assert tok.unk_token_id not in tok(tf.constant(text)).flat_values.numpy()
+    with pytest.raises(ValueError, match="vocab_size 150 is below the 154 tokens"):
+        train_vocabulary(text, vocab_size=150)
