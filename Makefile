@@ -21,7 +21,7 @@ constraints: $(VENV)/.installed
 	  | sed 's/+cpu$$//'; } > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 quickstart: $(VENV)/.installed
 	$(VENV)/bin/kbert quickstart
