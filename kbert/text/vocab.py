@@ -17,7 +17,6 @@ from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_li
 from kbert.text.basic_tokenizer import BasicTokenizer
 
 
-
 def reserved_tokens(num_unused=99):
     """[PAD], [unused0..num_unused-1], [UNK], [CLS], [SEP], [MASK] — Google's first ids."""
     return (["[PAD]"] + [f"[unused{i}]" for i in range(num_unused)]
