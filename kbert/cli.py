@@ -10,15 +10,18 @@ from kbert.cli_parser import FORMATS  # noqa: F401  (importable from here as bef
 
 def _convert(args) -> int:
     """Reads any supported checkpoint and writes it in another format."""
-    from kbert.convert import read_checkpoint, write_google_checkpoint, write_hf_checkpoint
+    from kbert.convert import (is_causal, read_checkpoint, refuse_causal,
+                               write_google_checkpoint, write_hf_checkpoint)
     from kbert.presets import resolve, resolve_preset
 
     source = resolve(args.source)
+    refuse_causal(source, args.to)
     config, weights = read_checkpoint(source, allow_pickle=args.allow_pickle)
     preset = resolve_preset(source)
     vocab = preset.vocabulary if preset.vocabulary.is_file() else None
     if args.to == "huggingface":
-        write_hf_checkpoint(args.dest, config, weights, vocab_file=vocab, overwrite=args.overwrite)
+        write_hf_checkpoint(args.dest, config, weights, vocab_file=vocab, overwrite=args.overwrite,
+                            causal=is_causal(source))
     elif args.to == "google":
         write_google_checkpoint(args.dest, config, weights, vocab_file=vocab,
                                 overwrite=args.overwrite)

@@ -79,6 +79,7 @@ def _files(tmp_path):
     safetensors.numpy.save_file({n: w.astype("int64") for n, w in weights.items()},
                                 str(ints / "model.safetensors"))
     write_hf_checkpoint(tmp_path / "exact_gelu", config, weights)  # keras-hub has no erf GELU
+    write_hf_checkpoint(tmp_path / "decoder", config, weights, causal=True)  # left-to-right
     (tmp_path / "keep").mkdir()
     (tmp_path / "keep" / "notes.txt").write_text("the user's own file")
     pickled = tmp_path / "pickled"
@@ -126,6 +127,7 @@ CASES = [
     # a refused conversion leaves the destination it was allowed to overwrite as it was
     ("convert {t}/exact_gelu {t}/keep --to keras_hub --overwrite",
      "cannot compute this model exactly.*Pass --allow-approximation to convert anyway"),
+    ("convert {t}/decoder {t}/out --to google", "decoder is a left-to-right .is_decoder. model"),
     ("convert {t}/huge_keras_hub {t}/out --to google",
      r"huge_keras_hub/config.json: num_layers must be a positive integer of at most 256"),
 ]

@@ -85,7 +85,9 @@ def test_ablations_smoke_records_pretraining_and_finetuned_scores(tmp_path):
     ltr = report["variants"]["ltr"]
     assert (ltr["causal"], ltr["nsp"]) == (True, False)
     assert ltr["pretrain"]["steps"] == 2 and ltr["pretrain"]["nsp_accuracy"] is None
-    assert 0 <= ltr["pretrain"]["mlm_accuracy"] <= 1
+    assert 0 <= ltr["pretrain"]["lm_accuracy"] <= 1
+    assert ltr["pretrain"]["objective"] == "next token"
+    assert ltr["sentiment"]["causal"] is True  # fine-tuned left-to-right, as in the paper
     assert 0 <= ltr["sentiment"]["dev_accuracy"] <= 1
     assert 0 <= ltr["sentiment"]["test_accuracy"] <= 1
     assert ltr["sentiment"]["train_examples"] == 16

@@ -9,7 +9,7 @@ import pathlib
 import tempfile
 
 from kbert.convert.google import read_google_checkpoint, write_google_checkpoint
-from kbert.convert.huggingface import read_hf_checkpoint, write_hf_checkpoint
+from kbert.convert.huggingface import is_decoder, read_hf_checkpoint, write_hf_checkpoint
 from kbert.convert.mapping import get_backbone_weights, set_backbone_weights
 from kbert.convert.weights import CheckpointError
 
@@ -65,14 +65,29 @@ def read_config(path):
         raise CheckpointError(str(e)) from None  # it names the file
 
 
+def is_causal(path) -> bool:
+    """Whether the checkpoint at `path` is a left-to-right model (Hugging Face `is_decoder`;
+    the Google and keras-hub formats have none)."""
+    return detect_format(path) == "huggingface" and is_decoder(path)
+
+
+def refuse_causal(path, fmt):
+    """A left-to-right checkpoint cannot become a format that would run it bidirectionally."""
+    if is_causal(path) and fmt != "huggingface":
+        raise CheckpointError(f"{path} is a left-to-right (is_decoder) model; the {fmt} format "
+                              "has no causal BERT, so it would run bidirectionally there.")
+
+
 def load_backbone(cls, path, allow_pickle=False, **kwargs):
-    """`cls(config, **kwargs)` built from the checkpoint at `path`, holding its weights.
+    """`cls(config, **kwargs)` built from the checkpoint at `path`, holding its weights; causal
+    when the checkpoint is (`is_causal`) unless `causal` is given.
 
     The caller names the class (keras-hub's habit), so this format reader never imports the
     model code; `cls` needs a `BertBackbone`'s constructor and layer names. Names such as
     "minilm_l6_h384_uncased" are resolved a floor up, by `kbert.presets`.
     """
     config, weights = read_checkpoint(path, allow_pickle=allow_pickle)
+    kwargs.setdefault("causal", is_causal(path))
     backbone = cls(config, **kwargs)
     set_backbone_weights(backbone, weights, source=str(path))
     return backbone
@@ -81,20 +96,25 @@ def load_backbone(cls, path, allow_pickle=False, **kwargs):
 def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None):
     """Writes a `BertBackbone` (or a `BertPretrainer`, heads included) as a Hugging Face
     directory; with a `BertTokenizer`, its vocabulary, casing and word limit too."""
+    causal = bool(getattr(getattr(model, "backbone", model), "causal", False))
     if tokenizer is None:
         return write_hf_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
-                                   overwrite=overwrite)
+                                   overwrite=overwrite, causal=causal)
     settings = {"do_lower_case": bool(tokenizer.lowercase),
                 "max_input_chars_per_word": int(tokenizer.max_chars_per_word)}
     with tempfile.TemporaryDirectory() as scratch:
         vocab = pathlib.Path(scratch) / "vocab.txt"
         vocab.write_text("\n".join(tokenizer.get_vocabulary()) + "\n", encoding="utf-8")
         return write_hf_checkpoint(path, *_config_and_weights(model), vocab_file=vocab,
-                                   overwrite=overwrite, tokenizer_config=settings)
+                                   overwrite=overwrite, tokenizer_config=settings,
+                                   causal=causal)
 
 
 def save_google(model, path, vocab_file=None, overwrite=False):
     """Writes a `BertBackbone` (or `BertPretrainer`) in the original Google TF1 layout."""
+    if getattr(getattr(model, "backbone", model), "causal", False):
+        raise ValueError("A causal (left-to-right) model has no original Google form: Google's "
+                         "BERT is bidirectional only. Save it with save_hf (is_decoder).")
     return write_google_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
                                    overwrite=overwrite)
 
@@ -112,7 +132,8 @@ def _config_and_weights(model):
 
 
 __all__ = [
-    "CheckpointError", "detect_format", "read_checkpoint", "read_config", "load_backbone", "save_hf",
+    "CheckpointError", "detect_format", "read_checkpoint", "read_config", "load_backbone",
+    "is_causal", "refuse_causal", "save_hf",
     "save_google", "read_hf_checkpoint", "write_hf_checkpoint", "read_google_checkpoint",
     "write_google_checkpoint", "get_backbone_weights", "set_backbone_weights",
 ]

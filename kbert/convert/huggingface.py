@@ -131,14 +131,25 @@ def _canonical_names(raw: dict, path) -> dict:
     return weights
 
 
+def is_decoder(path) -> bool:
+    """Whether the Hugging Face directory `path` holds a left-to-right (`is_decoder`) model."""
+    try:
+        return json.loads((pathlib.Path(path) / "config.json").read_text()).get(
+            "is_decoder") is True
+    except (OSError, ValueError, AttributeError):
+        return False  # reading the checkpoint names what is wrong with it
+
+
 def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None,
-                        overwrite=False, tokenizer_config=None) -> pathlib.Path:
+                        overwrite=False, tokenizer_config=None,
+                        causal=False) -> pathlib.Path:
     """Writes config.json, model.safetensors (and vocab.txt, tokenizer_config.json) to `path`,
     atomically.
 
     Without head weights the layout is `BertModel`'s; with them, `BertForPreTraining`'s (names
     under "bert.", decoder tied). `tokenizer_config` (e.g. `do_lower_case`) keeps the casing
-    and word limit the model was trained with, which a vocabulary alone cannot tell. An
+    and word limit the model was trained with, which a vocabulary alone cannot tell. `causal`
+    marks a left-to-right model as `is_decoder`, which `transformers` runs causally too. An
     existing `path` holding other files than a previous checkpoint is only replaced with
     `overwrite=True`.
     """
@@ -146,6 +157,8 @@ def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None
     path = pathlib.Path(path)
     has_heads = any(n.startswith("cls.") for n in weights)
     hf_config = config.to_hf_config()
+    if causal:
+        hf_config["is_decoder"] = True
     if has_heads:
         hf_config["architectures"] = ["BertForPreTraining"]
         tensors = {(n if n.startswith("cls.") else f"bert.{n}"): w for n, w in weights.items()}

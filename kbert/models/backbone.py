@@ -19,7 +19,10 @@ class BertBackbone(keras.Model):
     [batch, seq, hidden] and `pooled_output` [batch, hidden] (dense + tanh on `[CLS]`), plus
     `hidden_states` (the embedding output and every block's output, num_layers + 1 tensors) with
     `output_hidden_states`, and `attention_probs` (one [batch, heads, seq, seq] per block) with
-    `output_attentions`. `causal=True` gives the paper's left-to-right ablation.
+    `output_attentions`. `causal=True` gives the paper's left-to-right ablation: each token
+    sees only itself and those before it, and the pooler reads the last real token (the one that
+    has seen the whole sequence, as GPT's classifier does) instead of `[CLS]`, which would see
+    only itself. A causal backbone saves as a Hugging Face `is_decoder` model.
 
     `attention_implementation` ("auto", "einsum", "fused" or "xla") picks the attention kernel;
     "auto" runs cuDNN's fused attention on the JAX backend on an NVIDIA GPU in bf16/fp16 except
@@ -70,7 +73,8 @@ class BertBackbone(keras.Model):
             head_size=config.hidden_size // config.num_heads) != "einsum"
         x, hidden_states, attention_probs = _encode(
             x, inputs["padding_mask"], blocks, causal, output_attentions, fused)
-        outputs = {"sequence_output": x, "pooled_output": pooler(x[:, 0, :])}
+        outputs = {"sequence_output": x,
+                   "pooled_output": pooler(_pooled_token(x, inputs["padding_mask"], causal))}
         if output_hidden_states:
             outputs["hidden_states"] = hidden_states
         if output_attentions:
@@ -129,6 +133,17 @@ class BertBackbone(keras.Model):
 
         return presets.load_backbone(path_or_preset, cls=cls, allow_pickle=allow_pickle,
                                      require_weights=True, **kwargs)
+
+
+def _pooled_token(x, padding_mask, causal):
+    """The hidden state the pooler reads: `[CLS]`'s, or for a causal model the last real
+    token's (one-hot selection, so it works on any padding pattern and symbolic length)."""
+    if not causal:
+        return x[:, 0, :]
+    mask = keras.ops.cast(padding_mask, "int32")
+    rank = mask * keras.ops.cumsum(keras.ops.ones_like(mask), axis=1)
+    last = keras.ops.equal(rank, keras.ops.max(rank, axis=1, keepdims=True)) & (mask > 0)
+    return keras.ops.einsum("bs,bsh->bh", keras.ops.cast(last, x.dtype), x)
 
 
 def _encode(x, padding_mask, blocks, causal, output_attentions, fused):

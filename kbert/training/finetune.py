@@ -220,7 +220,8 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     results, predictions = {}, {}
     for name, examples in held_out.items():
         results[name], predictions[name] = spec.evaluate(model, examples)
-    settings = config.settings(spec, sequence_length, total_steps)
+    settings = {**config.settings(spec, sequence_length, total_steps),
+                "causal": bool(backbone.causal)}  # a left-to-right init stays left-to-right
     sizes = {"train": len(train), **{k: len(v) for k, v in held_out.items()},
              "backbone_parameters": int(backbone.count_params()),
              "model_parameters": int(model.count_params()),  # backbone + task head

@@ -137,8 +137,12 @@ def build_model(config, strategy):
 
 
 def _masker(config, tokenizer):
+    """The objective's data step: BERT's masking, or next tokens for a causal model."""
     from kbert.data.pretraining.masking import MaskedLM
+    from kbert.text.next_token import NextTokenLM
 
+    if config.causal:
+        return NextTokenLM.from_tokenizer(tokenizer)
     return MaskedLM.from_tokenizer(tokenizer, mask_rate=config.mask_rate,
                                    max_predictions=config.predictions,
                                    whole_word=config.whole_word)

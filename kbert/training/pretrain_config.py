@@ -33,8 +33,9 @@ class PretrainConfig:
     checkpoint_every: updates between checkpoints (None or 0: one at the end).
     strategy: a name for `kbert.training.distribution.get_strategy`, or a strategy.
     whole_word, mask_rate, max_predictions (default 20 at length 128), nsp (False: the No-NSP
-      ablation), short_seq_prob: the masking and pairing of the data; `causal` gives the
-      backbone a left-to-right mask (with nsp=False, the paper's LTR ablation).
+      ablation), short_seq_prob: the masking and pairing of the data. `causal` trains a
+      left-to-right LM instead (a causal backbone, every position predicting the next token;
+      with nsp=False, the paper's LTR ablation); masking settings do not apply to it.
     heldout_documents: documents held out (default 5% up to 500); `eval_examples` pairs scored.
     log_every: batches between TensorBoard step logs; `profile_batches` a batch or a (first,
       last) pair, counted from this call's first batch, traced with the TensorFlow profiler.
@@ -109,6 +110,9 @@ class PretrainConfig:
             raise ValueError(f"corpus_format must be one of {CORPUS_FORMATS}, got "
                              f"{self.corpus_format!r}.")
         dtype_policy(self.mixed_precision)  # raises for an unknown name
+        if self.causal and (self.whole_word or self.max_predictions is not None):
+            raise ValueError("causal=True trains a left-to-right LM on every next token; "
+                             "whole_word and max_predictions are masking settings.")
         self._check_model()
         self._check_profile_batches()
         self.model_config.check_sequence_length(self.sequence_length)
@@ -160,7 +164,10 @@ class PretrainConfig:
 
     @property
     def predictions(self) -> int:
-        """Masked positions per sequence: `max_predictions` or its default for the length."""
+        """Predictions per sequence: `max_predictions` or its default for the length; for a
+        causal LM every position but the last."""
+        if self.causal:
+            return self.sequence_length - 1
         return self.max_predictions or default_max_predictions(self.sequence_length,
                                                                self.mask_rate)
 

@@ -24,6 +24,8 @@ from tests.pretraining.test_pretrain import SMALL
     (dict(steps=3, preset="minilm_l6_h384_uncased"), "pass it as `init`"),
     (dict(steps=3, init="minilm_l6_h384_uncased", vocabulary=["[PAD]"]), "`init` brings"),
     (dict(steps=3, init="x", bert_config=BertConfig(**SMALL)), "not both"),
+    (dict(steps=3, causal=True, whole_word=True), "masking settings"),
+    (dict(steps=3, causal=True, max_predictions=20), "masking settings"),
 ])
 def test_bad_settings_name_the_problem(fields, message):
     with pytest.raises(ValueError, match=message):
@@ -40,6 +42,8 @@ def test_derived_settings():
     assert config.predictions == 77 and config.policy is None and config.model_name == "mini"
     assert PretrainConfig("out", steps=3).predictions == 20  # the paper's 20 at length 128
     assert PretrainConfig("out", steps=3, mixed_precision="bf16").policy == "mixed_bfloat16"
+    # A left-to-right LM predicts at every position but the last.
+    assert PretrainConfig("out", steps=3, causal=True, nsp=False).predictions == 127
 
 
 def test_a_config_object_runs_the_same_training_as_keywords(tmp_path, corpus_file):

@@ -225,19 +225,23 @@ def tfrecord_dataset(path, batch_size, masker=None, seed=0, repeat=True, shuffle
     """Batches `(inputs, targets, sample_weights)` for `BertPretrainer.fit` from the shards at
     `path` (a folder written by `write_tfrecords`, or a glob of shard files).
 
-    Unmasked shards need `masker` (a `MaskedLM`; dynamic masking, new masks every epoch);
-    statically masked shards are used as written. `deterministic=False` lets the interleave and
+    Unmasked shards need `masker` (a `MaskedLM`, dynamic masking with new masks every epoch,
+    or a `NextTokenLM`); statically masked shards are used as written. `deterministic=False` lets the interleave and
     maps return elements out of order, for speed.
     """
     import tensorflow as tf
 
     from kbert.data.pretraining.masking import dynamic_masking_dataset, to_fit_arguments
+    from kbert.text.next_token import NextTokenLM
 
     meta = read_meta(path if pathlib.Path(path).is_dir() else tfrecord_files(path)[0])
     length = meta["sequence_length"]
     static = meta["static_masking"]
     if not static and masker is None:
         raise ValueError("These TFRecords are not masked: pass a MaskedLM as `masker`.")
+    if static and isinstance(masker, NextTokenLM):
+        raise ValueError(f"The TFRecords at {path} hold fixed [MASK] corruption; a "
+                         "left-to-right LM needs shards written without static masking.")
     spec = {k: tf.io.FixedLenFeature([length], tf.int64)
             for k in ("token_ids", "segment_ids", "padding_mask")}
     spec["next_sentence_label"] = tf.io.FixedLenFeature([1], tf.int64)
