@@ -67,9 +67,10 @@ def _pretrain(args) -> int:
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         mixed_precision=args.mixed_precision, jit_compile=args.xla,
         checkpoint_every=args.checkpoint_every, strategy=args.strategy,
-        whole_word=args.whole_word, nsp=not args.no_nsp, seed=args.seed,
+        whole_word=args.whole_word, nsp=not args.no_nsp, causal=args.causal, seed=args.seed,
         profile_batches=args.profile_batches)
-    print("held-out: " + ", ".join(f"{k} {metrics[k]:.4f}" for k in
+    lm = "next_token" if args.causal else "mlm"  # what the LM head's accuracy counts
+    print("held-out: " + ", ".join(f"{k.replace('mlm', lm)} {metrics[k]:.4f}" for k in
                                    ("mlm_accuracy", "nsp_accuracy", "baseline_mlm_accuracy")
                                    if metrics.get(k) is not None))
     print(f"Wrote {args.output}/metrics.json, {args.output}/model (Hugging Face layout), "

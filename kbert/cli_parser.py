@@ -164,6 +164,9 @@ def _pretrain_parser(commands):
                                "data_parallel, model_parallel[:N], or auto")
     pretrain.add_argument("--whole-word", action="store_true", help="whole-word masking")
     pretrain.add_argument("--no-nsp", action="store_true", help="the paper's No-NSP ablation")
+    pretrain.add_argument("--causal", action="store_true",
+                          help="a left-to-right LM (next-token targets, causal attention); with "
+                               "--no-nsp, the paper's LTR ablation")
     pretrain.add_argument("--seed", type=non_negative_int, default=0)
     pretrain.add_argument("--profile-batches", type=_batch_range, default=None,
                           metavar="FIRST,LAST",

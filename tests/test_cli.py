@@ -55,6 +55,11 @@ def test_pretrain_from_the_command_line(tmp_path, capsys):
     assert "held-out: mlm_accuracy" in capsys.readouterr().out
     assert (out / "metrics.json").is_file() and (out / "model" / "config.json").is_file()
     assert list(out.glob("logs/**/plugins/profile/*/*.xplane.pb"))
+    assert cli.main(["pretrain", "--preset", "tiny", "--corpus", str(corpus), "--steps", "2",
+                     "--batch-size", "4", "--sequence-length", "32", "--causal", "--no-nsp",
+                     "--output", str(tmp_path / "ltr")]) == 0
+    assert "held-out: next_token_accuracy" in capsys.readouterr().out
+    assert json.loads((tmp_path / "ltr/model/config.json").read_text())["is_decoder"]
 
 
 @pytest.mark.parametrize("text", ["0,3", "a,b", "1,2,3"])

@@ -111,6 +111,8 @@ CASES = [
     ("pretrain --steps 5 --learning-rate=-1e-4", "argument --learning-rate: takes a positive"),
     ("pretrain --steps 5 --sequence-length 100000 --output {t}/pretrain_out",
      "--sequence-length 100000 is longer than the model's 512 positions"),
+    ("pretrain --steps 5 --causal --whole-word --output {t}/ltr_out",
+     "--causal trains a left-to-right LM on every next token; --whole-word and"),
     ("evaluate {t}/not_a_run", r"not_a_run/run.json does not hold a JSON object"),
     ("convert {t}/layers {t}/out --to google",
      r"layers/config.json: num_hidden_layers must be a positive integer of at most 256"),
