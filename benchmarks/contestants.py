@@ -83,47 +83,48 @@ def optimizer_for(model, keras_class=False):
     return native
 
 
-def kbert_step(case, config, batch, seq, xla=True, dtype=None):
-    """kbert on the current Keras backend (XLA is the JAX backend's only mode)."""
+def kbert_step(case, config, batch, seq, xla=None, dtype=None):
+    """kbert on the current Keras backend. `xla=None` is kbert's default path: `compile()`
+    with no speed flags, as a user writes it (`kbert.models.xla` chooses)."""
     import keras
 
     from kbert import BertBackbone, BertClassifier, BertPretrainer
 
     keras.utils.set_random_seed(0)
+    speed = {} if xla is None else {"jit_compile": xla}
     if case == "finetune":
-        return _kbert_finetune(config, batch, seq, xla, dtype)
+        return _kbert_finetune(config, batch, seq, speed, dtype)
     data = random_batch(config, batch, seq)
     backbone = BertBackbone(config, dtype=dtype)
     if case == "infer":
-        model = keras.Model(backbone.input, backbone.output["sequence_output"])
-        model.compile(jit_compile=xla)
-        return Step(lambda: model.predict_on_batch(data["inputs"]), batch)
+        backbone.compile(**speed)
+        return Step(lambda: backbone.predict_on_batch(data["inputs"])["sequence_output"], batch)
     if case == "train":
         model = BertClassifier(backbone, num_classes=2)
-        model.compile(optimizer=optimizer_for(model), jit_compile=xla)
+        model.compile(optimizer=optimizer_for(model), **speed)
         return Step(lambda: model.train_on_batch(data["inputs"], data["labels"]), batch)
     model = BertPretrainer(backbone)
-    model.compile(optimizer=optimizer_for(model), jit_compile=xla)
+    model.compile(optimizer=optimizer_for(model), **speed)
     inputs = {**data["inputs"], "masked_positions": data["masked_positions"]}
     targets = {"mlm": data["masked_ids"], "nsp": data["labels"]}
     weights = {"mlm": data["masked_weights"], "nsp": np.ones(batch, "float32")}
     return Step(lambda: model.train_on_batch(inputs, targets, sample_weight=weights), batch)
 
 
-def _kbert_finetune(config, batch, seq, xla, dtype=None):
+def _kbert_finetune(config, batch, seq, speed, dtype=None):
     from kbert import BertBackbone, BertClassifier, BertPreprocessor, BertTokenizer
     from kbert.data.tasks.pipeline import make_dataset
-    from kbert.training.finetune import XLA_PAD_MULTIPLE
+    from kbert.models.xla import pad_multiple
 
     train, vocab = sentiment_texts()
     preprocessor = BertPreprocessor(BertTokenizer(vocabulary=vocab, lowercase=True),
                                     sequence_length=seq)
+    model = BertClassifier(BertBackbone(config, dtype=dtype), num_classes=2)
+    model.compile(optimizer=optimizer_for(model), **speed)
     # As kbert.finetune trains: shuffled, length-bucketed, padded to each batch's longest
     # (under XLA rounded up, so that it compiles a few shapes).
     data = make_dataset(train, preprocessor, batch, shuffle=True, bucket=True, repeat=True,
-                        pad_to_multiple_of=XLA_PAD_MULTIPLE if xla else 1)
-    model = BertClassifier(BertBackbone(config, dtype=dtype), num_classes=2)
-    model.compile(optimizer=optimizer_for(model), jit_compile=xla)
+                        pad_to_multiple_of=pad_multiple(model))
     return Step(lambda: model.fit(data, steps_per_epoch=FINETUNE_STEPS, verbose=0),
                 FINETUNE_STEPS * batch)
 

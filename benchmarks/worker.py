@@ -84,7 +84,7 @@ def _step(framework, options, request, steps):
     """The cached step for this request, built (and called once) if new; with its build time."""
     from kbert.config import BertConfig
 
-    xla = request.get("xla", True)
+    xla = request.get("xla")
     key = (request["case"], request["preset"], request["batch"], request["seq"], xla)
     if key in steps:
         return steps[key], 0.0

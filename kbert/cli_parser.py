@@ -155,12 +155,13 @@ def _pretrain_parser(commands):
     pretrain.add_argument("--optimizer", choices=("adamw", "lamb"), default="adamw")
     pretrain.add_argument("--gradient-accumulation-steps", type=positive_int, default=1)
     pretrain.add_argument("--mixed-precision", choices=("bf16", "fp16"))
-    pretrain.add_argument("--xla", action="store_true", default=None,
-                          help="compile train steps with XLA (always on the JAX backend)")
+    pretrain.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
+                          help="compile train steps with XLA or not. Default: kbert chooses: "
+                               "on, except for bf16/fp16 on a CPU and several replicas")
     pretrain.add_argument("--checkpoint-every", type=non_negative_int, default=1000)
     pretrain.add_argument("--strategy", default=None,
                           help="TensorFlow: default, mirrored, multi_worker (from TF_CONFIG), "
-                               "tpu[:NAME], or auto; JAX (KERAS_BACKEND=jax, with --xla): "
+                               "tpu[:NAME], or auto; JAX (KERAS_BACKEND=jax): "
                                "data_parallel, model_parallel[:N], or auto")
     pretrain.add_argument("--whole-word", action="store_true", help="whole-word masking")
     pretrain.add_argument("--no-nsp", action="store_true", help="the paper's No-NSP ablation")
@@ -237,11 +238,11 @@ def _finetune_extras(finetune):
     finetune.add_argument("--attention-images", metavar="SENTENCE",
                           help="write SENTENCE's attention heatmaps to TensorBoard while "
                                "training (OUTPUT/logs/attention)")
-    finetune.add_argument("--xla", action="store_true", default=None,
-                          help="compile train steps with XLA (batches padded to a multiple "
-                               "of 16; always on the JAX backend)")
+    finetune.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
+                          help="compile with XLA or not (batches padded to a multiple of 16). "
+                               "Default: kbert chooses: on, except for bf16/fp16 on a CPU")
     finetune.add_argument("--mixed-precision", choices=("bf16", "fp16"),
-                          help="compute in bfloat16 (on a CPU, without --xla: faster on the "
+                          help="compute in bfloat16 (on a CPU, without XLA: faster on the "
                                "AMD EPYC measured, slower on the Intel Xeon without AMX; see "
                                "README) or float16 (GPUs; loss scaling), weights float32")
 

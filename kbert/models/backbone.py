@@ -5,6 +5,7 @@ import keras
 from kbert.config import BertConfig
 from kbert.layers import BertEmbeddings, TransformerEncoderBlock, attention_bias
 from kbert.layers import attention_kernel as kernels
+from kbert.models.xla import default_jit_compile
 
 INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
 """The names of the backbone's inputs, and of every preprocessor's packed outputs."""
@@ -93,6 +94,11 @@ class BertBackbone(keras.Model):
         self.embeddings = embeddings
         self.encoder_blocks = blocks
         self.pooler = pooler
+
+    def compile(self, *args, jit_compile="auto", **kwargs):
+        """Keras' `compile`, with XLA chosen by kbert when left "auto" (`kbert.models.xla`)."""
+        super().compile(*args, jit_compile=default_jit_compile(jit_compile, self.dtype_policy),
+                        **kwargs)
 
     @property
     def token_embedding(self):

@@ -4,6 +4,7 @@ raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`.""
 import keras
 
 from kbert.models.backbone import INPUT_KEYS
+from kbert.models.xla import default_jit_compile, pad_multiple
 
 
 def _is_packed(x):
@@ -67,6 +68,12 @@ class BertTask(keras.Model):
             config["preprocessor"] = keras.layers.deserialize(config["preprocessor"])
         return cls(**config)
 
+    def compile(self, *args, jit_compile="auto", **kwargs):
+        """Keras' `compile`; left "auto", XLA is kbert's choice (`kbert.models.xla`: on
+        TensorFlow CPUs too, where Keras would leave it off)."""
+        policy = self.backbone.dtype_policy  # the heads compute in the backbone's policy
+        super().compile(*args, jit_compile=default_jit_compile(jit_compile, policy), **kwargs)
+
     def compile_from_config(self, config):
         """Compiles a loaded model as it was saved. Keras skips this (with a warning) for any
         model whose `compile` is overridden; ours only fill in task defaults, and the saved
@@ -97,16 +104,20 @@ class BertTask(keras.Model):
     def _raw(self, x):
         return self.preprocessor is not None and x is not None and not _is_packed(x)
 
+    def _text_dataset(self, *args, **kwargs):
+        """The preprocessor's batches; under XLA their length is rounded up to a few sizes."""
+        return self.preprocessor.dataset(*args, pad_to_multiple_of=pad_multiple(self), **kwargs)
+
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
             shuffle=True, **kwargs):
         if self._raw(x):
-            x = self.preprocessor.dataset(x, y, sample_weight, batch_size or 32, shuffle)
+            x = self._text_dataset(x, y, sample_weight, batch_size or 32, shuffle)
             y = sample_weight = batch_size = None
             shuffle = False  # done in the dataset, which Keras would not reshuffle
         if validation_data is not None and self._raw(validation_data[0]
                                                      if isinstance(validation_data, tuple)
                                                      else validation_data):
-            validation_data = self.preprocessor.dataset(
+            validation_data = self._text_dataset(
                 *(validation_data if isinstance(validation_data, tuple) else (validation_data,)),
                 batch_size=batch_size or 32)
         return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
@@ -114,14 +125,14 @@ class BertTask(keras.Model):
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         if self._raw(x):
-            x = self.preprocessor.dataset(x, y, sample_weight, batch_size or 32)
+            x = self._text_dataset(x, y, sample_weight, batch_size or 32)
             y = sample_weight = batch_size = None
         return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
                                 **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
         if self._raw(x):
-            x = self.preprocessor.dataset(x, batch_size=batch_size or 32)
+            x = self._text_dataset(x, batch_size=batch_size or 32)
             batch_size = None
         return super().predict(x, batch_size=batch_size, **kwargs)
 

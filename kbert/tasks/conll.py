@@ -8,6 +8,7 @@ from `kbert.evaluation.entities` (equal to seqeval's default mode).
 import numpy as np
 
 from kbert.models.backbone import INPUT_KEYS
+from kbert.models.xla import pad_multiple
 from kbert.tasks.spec import TaskSpec
 
 
@@ -83,7 +84,7 @@ class ConllTask(TaskSpec):
 
         f = self.features(model, examples)
         return packed_batches(({k: f[k] for k in INPUT_KEYS}, f["labels"], f["label_weights"]),
-                              batch_size)
+                              batch_size, pad_multiple(model))
 
     def logits(self, model, features, batch_size=64):
         """Token logits [count, seq, classes], batches cut to their longest row and padded back."""
@@ -91,7 +92,8 @@ class ConllTask(TaskSpec):
 
         length = features["token_ids"].shape[1]
         out = [np.asarray(model.predict_on_batch(x), "float32")
-               for x in packed_batches({k: features[k] for k in INPUT_KEYS}, batch_size)]
+               for x in packed_batches({k: features[k] for k in INPUT_KEYS}, batch_size,
+                                       pad_multiple(model))]
         return np.concatenate([np.pad(o, [(0, 0), (0, length - o.shape[1]), (0, 0)])
                                for o in out])
 

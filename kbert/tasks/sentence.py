@@ -3,6 +3,7 @@
 
 import numpy as np
 
+from kbert.models.xla import pad_multiple
 from kbert.tasks.spec import TaskSpec
 
 
@@ -57,7 +58,8 @@ class SentenceTask(TaskSpec):
     def validation_dataset(self, model, examples, batch_size):
         from kbert.data.tasks import make_dataset
 
-        return make_dataset(examples, model.preprocessor, batch_size, self.kind)
+        return make_dataset(examples, model.preprocessor, batch_size, self.kind,
+                            pad_to_multiple_of=pad_multiple(model))
 
     def outputs(self, model, examples, batch_size=64):
         """Logits for `examples` (scores for regression), in order."""

@@ -9,6 +9,7 @@ export); EM / F1 are the official script's (`kbert.evaluation.squad`).
 import numpy as np
 
 from kbert.models.backbone import INPUT_KEYS
+from kbert.models.xla import pad_multiple
 from kbert.tasks.spec import EVAL_SEED, TaskSpec
 
 WINDOW_CHUNK = 2048  # questions windowed per graph call
@@ -109,7 +110,8 @@ class SquadTask(TaskSpec):
         keep = w["unmappable"] == 0
         return packed_batches(({k: w[k][keep] for k in INPUT_KEYS},
                                {"start_logits": w["start_positions"][keep],
-                                "end_logits": w["end_positions"][keep]}), batch_size)
+                                "end_logits": w["end_positions"][keep]}), batch_size,
+                              pad_multiple(model))
 
     def logits(self, model, windows, batch_size=64):
         """(start, end) logits [W, sequence_length], batches cut to their longest row and
@@ -119,7 +121,8 @@ class SquadTask(TaskSpec):
 
         length = windows["token_ids"].shape[1]
         starts, ends = [], []
-        for x in packed_batches({k: windows[k] for k in INPUT_KEYS}, batch_size):
+        for x in packed_batches({k: windows[k] for k in INPUT_KEYS}, batch_size,
+                                pad_multiple(model)):
             out = model.predict_on_batch(x)
             pad = [(0, 0), (0, length - int(x["token_ids"].shape[1]))]
             starts.append(np.pad(np.asarray(out["start_logits"], "float32"), pad,

@@ -100,11 +100,13 @@ def length_bucketed(arrays, padding_mask, batch_size, seed, pad_to_multiple_of=1
                        num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-def packed_batches(features, batch_size=64):
+def packed_batches(features, batch_size=64, pad_to_multiple_of=1):
     """Already-packed `features` (a dict of arrays, or a tuple (inputs dict, *targets) whose
-    per-token targets are cut with the inputs) in order, in batches cut to their longest row:
-    for evaluation loops whose outputs keep the sequence axis, and validation passes."""
+    per-token targets are cut with the inputs) in order, in batches cut to their longest row
+    (rounded up to `pad_to_multiple_of`): for evaluation loops whose outputs keep the sequence
+    axis, and validation passes."""
     dataset = tf.data.Dataset.from_tensor_slices(features).batch(batch_size)
     if isinstance(features, tuple):
-        return dataset.map(_cut(1)).prefetch(tf.data.AUTOTUNE)
-    return dataset.map(lambda x: trim_to_longest(x)).prefetch(tf.data.AUTOTUNE)
+        return dataset.map(_cut(pad_to_multiple_of)).prefetch(tf.data.AUTOTUNE)
+    return dataset.map(lambda x: trim_to_longest(x, pad_to_multiple_of)).prefetch(
+        tf.data.AUTOTUNE)

@@ -82,18 +82,20 @@ class BertMaskedLMPreprocessor(PreprocessorBase):
             weights = {k: v * (row[:, None] if k == "mlm" else row) for k, v in weights.items()}
         return inputs, targets, weights
 
-    def dataset(self, x, y=None, sample_weight=None, batch_size=32, shuffle=False, seed=None):
+    def dataset(self, x, y=None, sample_weight=None, batch_size=32, shuffle=False, seed=None,
+                pad_to_multiple_of=1):
         """tf.data of masked batches `(inputs, targets, sample_weights)` from raw text `x`
         (strings, or a pair `(a, b)` of lists), each batch cut to its longest row before
         masking; what `BertPretrainer.fit` / `evaluate` run on. `y`: NSP labels of the pairs.
         Masks are drawn afresh every time a batch is produced (dynamic masking); with `seed`
         (or the layer's) the sequence of masks is reproducible. A `tf.data.Dataset` `x` yields
-        batches of raw `x` or `(x, nsp_labels)`."""
+        batches of raw `x` or `(x, nsp_labels)`. `pad_to_multiple_of` rounds each batch's
+        length up (for XLA, which compiles once per shape)."""
         self._check_labels(x, y)
         seed = self.seed if seed is None else seed
 
         def pack(x, *rest):
-            return (trim_to_longest(self.packer(x)),) + rest
+            return (trim_to_longest(self.packer(x), pad_to_multiple_of),) + rest
 
         packed = batched_dataset(x, y, sample_weight, pack, batch_size, shuffle, seed)
         # Two random int64s per batch seed its masks: reproducible with a seed, and fresh in

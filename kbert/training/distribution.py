@@ -95,17 +95,6 @@ def get_strategy(name=None):
     raise ValueError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
 
 
-def default_jit_compile(jit_compile=None):
-    """XLA or not, when the user did not say (None): on Keras' JAX backend always, since
-    un-jitted JAX runs op by op (two tiny data-parallel pre-training steps: 111 s against 30 s
-    jitted); on TensorFlow none, Keras' own choice on a CPU (`--xla` asks for it)."""
-    if jit_compile is not None:
-        return bool(jit_compile)
-    import keras
-
-    return keras.backend.backend() == "jax"
-
-
 def check_jit_compile(strategy, jit_compile):
     """Refuses XLA under a multi-replica strategy: Keras 3's compiled train step then fails
     deep in TensorFlow ("Trying to access resource ... replica_1 ... from device ...",

@@ -24,6 +24,7 @@ import warnings
 import keras
 
 from kbert.atomic import removed_if_unfinished
+from kbert.models.xla import default_jit_compile, pad_multiple
 from kbert.runs import RunDirectory
 from kbert.tasks import EVAL_SEED, get_spec, subset
 from kbert.training import finetune_checkpoints as resumable
@@ -31,9 +32,6 @@ from kbert.training.optimizer import make_optimizer
 from kbert.training.precision import dtype_policy, needs_loss_scale
 
 SENTENCE_KINDS = ("classification", "regression", "multiple_choice")
-XLA_PAD_MULTIPLE = 16
-"""With `xla=True`, batches are padded to a multiple of this (8 shapes up to length 128):
-XLA compiles one program per input shape."""
 
 
 @dataclasses.dataclass
@@ -49,8 +47,8 @@ class FinetuneConfig:
     max_eval_examples: score at most this many dev / test examples (a fixed subset).
     mode: "finetune" (all weights) or "feature" (frozen BERT, last four layers into a BiLSTM).
     attention_sentence: a text whose attention heatmaps go to TensorBoard while training.
-    xla: compile the train step with XLA (batches padded to a multiple of 16); None: on Keras'
-      JAX backend only (`default_jit_compile`).
+    xla: compile the train step with XLA (batches padded to a multiple of 16); None: kbert's
+      choice for the backend and device (`kbert.models.xla`).
     mixed_precision: None (float32), "bf16" or "fp16" (loss scaling); weights stay float32.
     """
 
@@ -75,9 +73,7 @@ class FinetuneConfig:
     def __post_init__(self):
         """Every setting checked before any work starts (a bool is not a count, NaN is not
         a rate); the model's own limits are checked by `_checked_spec`."""
-        from kbert.training.distribution import default_jit_compile
-
-        self.xla = default_jit_compile(self.xla)
+        self.xla = default_jit_compile(self.xla, dtype_policy(self.mixed_precision))
         counts = ("steps", "batch_size", "max_train_examples", "max_eval_examples",
                   "sequence_length") + (("epochs",) if self.steps is None else ())
         for name in counts:
@@ -208,7 +204,7 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     # A resumed attempt draws a fresh data order from its start step (as pre-training does).
     dataset = spec.train_dataset(model, train, config.batch_size,
                                  config.seed + (state["step"] if state else 0),
-                                 XLA_PAD_MULTIPLE if config.xla else 1)
+                                 pad_multiple(model))
     validation = (spec.validation_dataset(model, held_out["dev"], config.batch_size)
                   if "dev" in held_out else None)
     history, train_seconds = _fit(

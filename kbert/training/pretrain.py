@@ -174,7 +174,7 @@ def compile_model(config, model, strategy, total_steps):
             loss_scale=needs_loss_scale(config.policy), optimizer=config.optimizer,
             warmup_steps=config.warmup_steps, decay_power=config.decay_power,
             gradient_accumulation_steps=config.accumulation)
-        model.compile(optimizer=opt, jit_compile=bool(config.jit_compile))
+        model.compile(optimizer=opt, jit_compile=config.jit_compile)  # None: kbert's choice
 
 
 def _run_record(config, model, source, plan):

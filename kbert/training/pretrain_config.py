@@ -29,7 +29,7 @@ class PretrainConfig:
       update consume k batches.
     learning_rate: the peak; `optimizer` "adamw" or "lamb"; `warmup_steps` (default
       `warmup_fraction` of the steps); `decay_power` 1 is linear; `weight_decay`, `clipnorm`.
-    mixed_precision: None, "bf16" or "fp16" (dynamic loss scaling); `jit_compile` for XLA (None: on JAX only).
+    mixed_precision: None, "bf16" or "fp16" (dynamic loss scaling); `jit_compile` for XLA (None: kbert's choice, `kbert.models.xla`).
     checkpoint_every: updates between checkpoints (None or 0: one at the end).
     strategy: a name for `kbert.training.distribution.get_strategy`, or a strategy.
     whole_word, mask_rate, max_predictions (default 20 at length 128), nsp (False: the No-NSP
@@ -79,9 +79,6 @@ class PretrainConfig:
     verbose: object = "auto"
 
     def __post_init__(self):
-        from kbert.training.distribution import default_jit_compile
-
-        self.jit_compile = default_jit_compile(self.jit_compile)
         if self.output_dir is None:
             raise ValueError("output_dir is required: the folder the run writes to.")
         if (self.steps is None) == (self.epochs is None):
