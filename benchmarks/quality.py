@@ -187,6 +187,7 @@ def side_main(side, budget_file, output_file):
     """One side in this process: writes {metrics..., "seconds", "run", "examples", ...}."""
     budget = json.loads(pathlib.Path(budget_file).read_text())
     spec, examples = task_examples(budget["task"], budget)
+    load_before = os.getloadavg()[1]
     with tempfile.TemporaryDirectory(prefix="quality-") as workdir:
         if side == "kbert":
             scores, record, seconds = run_kbert(budget, examples, pathlib.Path(workdir) / "run")
@@ -196,7 +197,10 @@ def side_main(side, budget_file, output_file):
 
     result = {**scores, "seconds": round(seconds, 1), "run": record,
               "examples": {**fingerprint(examples), "eval_seed": EVAL_SEED},
-              "threads": threads()}
+              "threads": threads(),
+              # 5-minute load averages before and after: above the side's own ~2 on 2 cores,
+              # other work shared the machine and "seconds" is inflated by it.
+              "load_average_5min": [round(load_before, 2), round(os.getloadavg()[1], 2)]}
     pathlib.Path(output_file).write_text(json.dumps(result, indent=1))
 
 

@@ -240,7 +240,8 @@ def _finetune_extras(finetune):
                                "training (OUTPUT/logs/attention)")
     finetune.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
                           help="compile with XLA or not (batches padded to a multiple of 16). "
-                               "Default: kbert chooses: on, except for bf16/fp16 on a CPU")
+                               "Default: kbert chooses: on JAX; on TensorFlow the trimmed "
+                               "batches run without it")
     finetune.add_argument("--mixed-precision", choices=("bf16", "fp16"),
                           help="compute in bfloat16 (on a CPU, without XLA: faster on the "
                                "AMD EPYC measured, slower on the Intel Xeon without AMX; see "

@@ -4,7 +4,7 @@ raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`.""
 import keras
 
 from kbert.models.backbone import INPUT_KEYS
-from kbert.models.xla import default_jit_compile, pad_multiple
+from kbert.models import xla
 
 
 def _is_packed(x):
@@ -69,10 +69,30 @@ class BertTask(keras.Model):
         return cls(**config)
 
     def compile(self, *args, jit_compile="auto", **kwargs):
-        """Keras' `compile`; left "auto", XLA is kbert's choice (`kbert.models.xla`: on
-        TensorFlow CPUs too, where Keras would leave it off)."""
+        """Keras' `compile`; left "auto", XLA is kbert's choice (`kbert.models.xla`): on
+        TensorFlow CPUs too, where Keras would leave it off, for inputs of one fixed length;
+        batches whose length varies then run trimmed without it."""
         policy = self.backbone.dtype_policy  # the heads compute in the backbone's policy
-        super().compile(*args, jit_compile=default_jit_compile(jit_compile, policy), **kwargs)
+        self.xla_by_shape = xla.by_shape(jit_compile, policy)
+        self._xla_asked = jit_compile
+        super().compile(*args, jit_compile=xla.default_jit_compile(jit_compile, policy),
+                        **kwargs)
+
+    def get_compile_config(self):
+        """Keras' record of `compile`, keeping "auto" where kbert chose: a saved model then
+        chooses again where it is loaded (another backend or device)."""
+        config = super().get_compile_config()
+        if config and getattr(self, "_xla_asked", True) in (None, "auto"):
+            config["jit_compile"] = "auto"
+        return config
+
+    def _match_xla_to(self, x):
+        """Under `xla_by_shape`, compiles the step functions with XLA for fixed-length `x` and
+        without it for varying lengths; a switch rebuilds them on their next use."""
+        wanted = xla.has_fixed_length(x)
+        if getattr(self, "xla_by_shape", False) and self.jit_compile != wanted:
+            self.jit_compile = wanted
+            self.train_function = self.test_function = self.predict_function = None
 
     def compile_from_config(self, config):
         """Compiles a loaded model as it was saved. Keras skips this (with a warning) for any
@@ -105,8 +125,10 @@ class BertTask(keras.Model):
         return self.preprocessor is not None and x is not None and not _is_packed(x)
 
     def _text_dataset(self, *args, **kwargs):
-        """The preprocessor's batches; under XLA their length is rounded up to a few sizes."""
-        return self.preprocessor.dataset(*args, pad_to_multiple_of=pad_multiple(self), **kwargs)
+        """The preprocessor's batches, each cut to its longest row (rounded up to a few sizes
+        where XLA runs them)."""
+        return self.preprocessor.dataset(*args, pad_to_multiple_of=xla.pad_multiple(self),
+                                         **kwargs)
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
             shuffle=True, **kwargs):
@@ -120,6 +142,7 @@ class BertTask(keras.Model):
             validation_data = self._text_dataset(
                 *(validation_data if isinstance(validation_data, tuple) else (validation_data,)),
                 batch_size=batch_size or 32)
+        self._match_xla_to(x)
         return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
                            validation_data=validation_data, shuffle=shuffle, **kwargs)
 
@@ -127,6 +150,7 @@ class BertTask(keras.Model):
         if self._raw(x):
             x = self._text_dataset(x, y, sample_weight, batch_size or 32)
             y = sample_weight = batch_size = None
+        self._match_xla_to(x)
         return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
                                 **kwargs)
 
@@ -134,5 +158,6 @@ class BertTask(keras.Model):
         if self._raw(x):
             x = self._text_dataset(x, batch_size=batch_size or 32)
             batch_size = None
+        self._match_xla_to(x)
         return super().predict(x, batch_size=batch_size, **kwargs)
 

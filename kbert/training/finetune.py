@@ -24,7 +24,7 @@ import warnings
 import keras
 
 from kbert.atomic import removed_if_unfinished
-from kbert.models.xla import default_jit_compile, pad_multiple
+from kbert.models.xla import pad_multiple
 from kbert.runs import RunDirectory
 from kbert.tasks import EVAL_SEED, get_spec, subset
 from kbert.training import finetune_checkpoints as resumable
@@ -47,8 +47,8 @@ class FinetuneConfig:
     max_eval_examples: score at most this many dev / test examples (a fixed subset).
     mode: "finetune" (all weights) or "feature" (frozen BERT, last four layers into a BiLSTM).
     attention_sentence: a text whose attention heatmaps go to TensorBoard while training.
-    xla: compile the train step with XLA (batches padded to a multiple of 16); None: kbert's
-      choice for the backend and device (`kbert.models.xla`).
+    xla: compile with XLA (batches padded to a multiple of 16) or not; None: kbert's choice
+      (`kbert.models.xla`: on JAX; on TensorFlow the trimmed batches run without it).
     mixed_precision: None (float32), "bf16" or "fp16" (loss scaling); weights stay float32.
     """
 
@@ -73,7 +73,6 @@ class FinetuneConfig:
     def __post_init__(self):
         """Every setting checked before any work starts (a bool is not a count, NaN is not
         a rate); the model's own limits are checked by `_checked_spec`."""
-        self.xla = default_jit_compile(self.xla, dtype_policy(self.mixed_precision))
         counts = ("steps", "batch_size", "max_train_examples", "max_eval_examples",
                   "sequence_length") + (("epochs",) if self.steps is None else ())
         for name in counts:
@@ -100,7 +99,7 @@ class FinetuneConfig:
         return {"epochs": self.epochs if self.steps is None else 1, "steps": total_steps,
                 "batch_size": self.batch_size, "sequence_length": sequence_length,
                 "learning_rate": self.peak_learning_rate, "warmup_fraction": self.warmup_fraction,
-                "weight_decay": self.weight_decay, "seed": self.seed, "xla": bool(self.xla),
+                "weight_decay": self.weight_decay, "seed": self.seed,
                 "mixed_precision": dtype_policy(self.mixed_precision), "mode": self.mode}
 
     @property
@@ -217,6 +216,7 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     for name, examples in held_out.items():
         results[name], predictions[name] = spec.evaluate(model, examples)
     settings = {**config.settings(spec, sequence_length, total_steps),
+                "xla": bool(model.jit_compile),  # what ran, when kbert chose
                 "causal": bool(backbone.causal)}  # a left-to-right init stays left-to-right
     sizes = {"train": len(train), **{k: len(v) for k, v in held_out.items()},
              "backbone_parameters": int(backbone.count_params()),
