@@ -3,8 +3,8 @@ raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`.""
 
 import keras
 
-from kbert.models.backbone import INPUT_KEYS
 from kbert.models import xla
+from kbert.models.backbone import INPUT_KEYS
 
 
 def _is_packed(x):
