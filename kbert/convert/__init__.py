@@ -96,7 +96,7 @@ def load_backbone(cls, path, allow_pickle=False, **kwargs):
 def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None):
     """Writes a `BertBackbone` (or a `BertPretrainer`, heads included) as a Hugging Face
     directory; with a `BertTokenizer`, its vocabulary, casing and word limit too."""
-    causal = bool(getattr(getattr(model, "backbone", model), "causal", False))
+    causal = _is_causal_model(model)
     if tokenizer is None:
         return write_hf_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
                                    overwrite=overwrite, causal=causal)
@@ -112,11 +112,16 @@ def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None):
 
 def save_google(model, path, vocab_file=None, overwrite=False):
     """Writes a `BertBackbone` (or `BertPretrainer`) in the original Google TF1 layout."""
-    if getattr(getattr(model, "backbone", model), "causal", False):
+    if _is_causal_model(model):
         raise ValueError("A causal (left-to-right) model has no original Google form: Google's "
                          "BERT is bidirectional only. Save it with save_hf (is_decoder).")
     return write_google_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
                                    overwrite=overwrite)
+
+
+def _is_causal_model(model):
+    """Whether a backbone (or a pretrainer's) is left-to-right."""
+    return bool(getattr(getattr(model, "backbone", model), "causal", False))
 
 
 def _config_and_weights(model):

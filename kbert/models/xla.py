@@ -2,16 +2,16 @@
 gives the fast path on every backend and device, and users need not know the flag.
 
 - JAX: always. Un-jitted JAX runs op by op (two tiny data-parallel pre-training steps took 111 s
-  against 30 s jitted).
+  against 30 s jitted), so variable-length batches are padded to a multiple of
+  `XLA_PAD_MULTIPLE` (`pad_multiple`): a handful of shapes instead of one per batch.
 - TensorFlow, float32, fixed shapes: on, CPUs included (Keras' own "auto" leaves CPUs without
-  XLA). On a 2-core CPU, BERT mini at length 128, batch 16, trains 1.07x and infers 1.48x
+  XLA). On a 2-core CPU, BERT mini at length 128, batch 16, trains 1.13x and infers 1.41x
   faster under XLA than without (`benchmarks/results/cpu-default-mini.json`).
 - TensorFlow, batches whose length varies (raw text, and datasets cut to each batch's longest
   row): off, for a task model (`BertTask`), which switches per call of `fit` / `evaluate` /
-  `predict` (`xla_by_shape`). XLA compiles once per shape: fine-tuning on movie reviews ran at
-  57 sequences/s under XLA (lengths padded to multiples of 16) against 75.5 trimmed without.
-- JAX always compiles, so there variable-length batches are padded to a multiple of
-  `XLA_PAD_MULTIPLE` (`pad_multiple`): a handful of shapes instead of one per batch.
+  `predict` (`xla_by_shape`). XLA compiles once per shape: in the harness's first run,
+  fine-tuning on movie reviews ran at 57 sequences/s under XLA (lengths padded to multiples of
+  16) against 75.5 trimmed without.
 - TensorFlow, bf16 / fp16 compute on a CPU: off. oneDNN runs bf16 matmuls without XLA; XLA on a
   CPU runs them no faster than float32 (README, "Measured").
 - TensorFlow under a multi-replica `tf.distribute` strategy: off; Keras 3's compiled train
