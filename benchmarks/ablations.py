@@ -18,6 +18,9 @@ last real token, the only one that has seen the whole input.
 
     python benchmarks/ablations.py --steps 2000          # writes benchmarks/results/ablations.json
     python benchmarks/ablations.py --smoke --output /tmp/a.json
+
+The report is rewritten after each variant, and a rerun on the same budget skips the variants it
+already holds: the three (about an hour each at the real budget) can run in separate sittings.
 """
 
 import argparse
@@ -119,28 +122,58 @@ def table(results):
     return "\n".join(lines)
 
 
-def run(budget, variants, tasks, output):
-    results = {}
-    with tempfile.TemporaryDirectory(prefix="ablations-") as workdir:
-        corpus = budget["corpus"]
-        if budget["corpus_documents"]:
-            corpus = small_corpus(pathlib.Path(workdir) / "corpus.txt",
-                                  budget["corpus_documents"])
-        for name in variants:
-            print(f"[ablations] {name}: pre-training ...", file=sys.stderr, flush=True)
-            scores, model_dir = pretrain_variant(name, budget, corpus, workdir)
-            results[name] = {"pretrain": scores, **VARIANTS[name]}
-            for task in tasks:
-                print(f"[ablations] {name}: fine-tuning {task} ...", file=sys.stderr, flush=True)
-                results[name][task] = finetune_variant(model_dir, task, budget,
-                                                       pathlib.Path(workdir) / name)
-    report = {"budget": {**budget, **environment()}, "variants": results,
-              "table": table(results)}
+def previous_variants(output, budget):
+    """The variants `output` already holds for this very budget, or {} (no file, or another
+    budget's report, which this run replaces)."""
+    output = pathlib.Path(output)
+    if not output.is_file():
+        return {}
+    report = json.loads(output.read_text())
+    if {k: report["budget"].get(k) for k in budget} != budget:
+        print(f"[ablations] {output} holds another budget's results: replacing them",
+              file=sys.stderr, flush=True)
+        return {}
+    return report["variants"]
+
+
+def write_report(output, budget, results):
+    """The report with every variant so far, in the table's order, written atomically."""
+    ordered = {name: results[name] for name in VARIANTS if name in results}
+    report = {"budget": budget, "variants": ordered, "table": table(ordered)}
     output = pathlib.Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".tmp")
     tmp.write_text(json.dumps(report, indent=2) + "\n")
     os.replace(tmp, output)
+    return report
+
+
+def run(budget, variants, tasks, output):
+    """Pre-trains and fine-tunes each variant, writing the report after each one, so the
+    variants of one budget can run in separate sessions (a rerun skips those already done)."""
+    results = previous_variants(output, budget)
+    report = write_report(output, budget, results)
+    todo = [name for name in variants
+            if not all(task in results.get(name, {}) for task in tasks)]
+    for name in sorted(set(variants) - set(todo)):
+        print(f"[ablations] {name}: already in {output}", file=sys.stderr, flush=True)
+    if not todo:
+        return report
+    with tempfile.TemporaryDirectory(prefix="ablations-") as workdir:
+        corpus = budget["corpus"]
+        if budget["corpus_documents"]:
+            corpus = small_corpus(pathlib.Path(workdir) / "corpus.txt",
+                                  budget["corpus_documents"])
+        for name in todo:
+            print(f"[ablations] {name}: pre-training ...", file=sys.stderr, flush=True)
+            scores, model_dir = pretrain_variant(name, budget, corpus, workdir)
+            entry = {"pretrain": scores, **VARIANTS[name], "environment": environment()}
+            for task in tasks:
+                print(f"[ablations] {name}: fine-tuning {task} ...", file=sys.stderr, flush=True)
+                entry[task] = finetune_variant(model_dir, task, budget,
+                                               pathlib.Path(workdir) / name)
+            results[name] = entry
+            report = write_report(output, budget, results)
     return report
 
 

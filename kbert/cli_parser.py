@@ -4,9 +4,10 @@ options, help texts and examples. The functions that carry the commands out live
 part of the library."""
 
 import argparse
-import math
 
 from kbert.cli_config import add_config_options
+from kbert.cli_types import (batch_range, finite_float, non_negative_int, positive_float,
+                             positive_int)
 
 FORMATS = ("huggingface", "google", "keras_hub")
 
@@ -33,45 +34,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
-
-
-def positive_int(text):
-    """argparse type: an integer ≥ 1 (a count, a size, a length), refused at parse time."""
-    return _integer(text, 1, "a positive integer")
-
-
-def non_negative_int(text):
-    """argparse type: an integer ≥ 0 (a seed; 0 = "never" for --checkpoint-every)."""
-    return _integer(text, 0, "a non-negative integer")
-
-
-def _integer(text, minimum, kind):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"takes an integer, not {text!r}") from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"takes {kind}, not {text!r}")
-    return value
-
-
-def positive_float(text):
-    """argparse type: a finite number > 0 (a learning rate; "nan" and "inf" are refused)."""
-    value = finite_float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"takes a positive number, not {text!r}")
-    return value
-
-
-def finite_float(text):
-    """argparse type: a finite number (Python's float() also takes "nan" and "inf")."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"takes a number, not {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"takes a finite number, not {text!r}")
-    return value
 
 
 def _subcommand(commands, name, help, description, examples):
@@ -121,17 +83,6 @@ def _vocab_parser(commands):
     return vocab
 
 
-def _batch_range(text):
-    """"10,20" → (10, 20); "10" → 10 (one batch)."""
-    try:
-        numbers = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected FIRST,LAST batch numbers, got {text!r}")
-    if len(numbers) not in (1, 2) or min(numbers) < 1:
-        raise argparse.ArgumentTypeError(f"expected FIRST,LAST batch numbers, got {text!r}")
-    return numbers[0] if len(numbers) == 1 else numbers
-
-
 def _pretrain_parser(commands):
     pretrain = _subcommand(
         commands, "pretrain", "pre-train with masked LM + next sentence prediction",
@@ -169,7 +120,7 @@ def _pretrain_parser(commands):
                           help="a left-to-right LM (next-token targets, causal attention); with "
                                "--no-nsp, the paper's LTR ablation")
     pretrain.add_argument("--seed", type=non_negative_int, default=0)
-    pretrain.add_argument("--profile-batches", type=_batch_range, default=None,
+    pretrain.add_argument("--profile-batches", type=batch_range, default=None,
                           metavar="FIRST,LAST",
                           help="write a profiler trace of these batches to TensorBoard's "
                                "Profile tab, e.g. 10,20")

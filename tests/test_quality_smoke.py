@@ -95,6 +95,32 @@ def test_ablations_smoke_records_pretraining_and_finetuned_scores(tmp_path):
     assert "| LTR & No NSP |" in done.stdout and report["table"] in done.stdout
 
 
+def test_ablations_rerun_skips_variants_of_the_same_budget(tmp_path, monkeypatch):
+    """Variants run in separate sittings: a rerun keeps the report's variants of the same
+    budget without training them again, and a new budget starts a new report."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import ablations
+
+    budget = {**ablations.budget_of(ablations.parse_args(["--smoke"])), "corpus_documents": None}
+    output = tmp_path / "ablations.json"
+    done = {"pretrain": {"lm_accuracy": 0.25, "nsp_accuracy": None}, "nsp": False,
+            "causal": True, "sentiment": {"dev_accuracy": 0.5, "test_accuracy": 0.75}}
+    ablations.write_report(output, budget, {"ltr": done})
+
+    def no_training(*args):
+        raise AssertionError("a variant already in the report was trained again")
+
+    monkeypatch.setattr(ablations, "pretrain_variant", no_training)
+    report = ablations.run(budget, ["ltr"], ["sentiment"], output)
+    assert report["variants"] == {"ltr": done}
+    assert json.loads(output.read_text())["variants"] == {"ltr": done}
+    assert "| LTR & No NSP | 0.250 | – | 0.500 | 0.750 | – | – |" in report["table"]
+    with pytest.raises(AssertionError, match="trained again"):  # qnli is missing: rerun
+        ablations.run(budget, ["ltr"], ["sentiment", "qnli"], output)
+    assert ablations.previous_variants(output, {**budget, "steps": 3}) == {}
+    assert ablations.previous_variants(output, budget) == {"ltr": done}
+
+
 def test_hf_side_squad_windows_equal_kbert_windows(minilm_dir):
     """The HF side's SQuAD windows (fast tokenizer overflow) are kbert's, token for token, with
     the same training targets and max-context positions, on real questions."""

@@ -22,23 +22,16 @@ import pathlib
 import re
 import shutil
 import tempfile
-import warnings
 
 import tensorflow as tf
 
 from kbert.atomic import atomic_directory, clean_staging, process_alive, staging_entries
-from kbert.export import serving_ops
+from kbert.export import serving_ops, warmup
 from kbert.export.signatures import ServingModule
 from kbert.models.backbone import INPUT_KEYS
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 METADATA_FILE = "kbert_export.json"
-DEFAULT_WARMUP_TEXTS = (
-    "The movie was a delight from start to finish.",
-    "I would not recommend this to anyone.",
-    "A quiet, patient film that rewards attention.",
-    "What time does the museum open on Sundays?",
-)
 
 
 _SCRATCH = re.compile(r"^\.kbert-export-(?:(\d+)-)?[a-z0-9_]{8}$")
@@ -155,66 +148,15 @@ def _vocabulary_asset(preprocessor, scratch):
 def _write_extras(extra, module, model, preprocessor, version, warmup_texts, model_name):
     """assets.extra/: the warm-up requests (if any) and the export's metadata."""
     extra.mkdir()
-    texts = _warmup_texts(warmup_texts, module)
+    texts = warmup.texts_for(module, warmup_texts)
     if texts:
-        write_warmup_requests(extra / WARMUP_FILE, module, texts, model_name=model_name)
+        warmup.write_requests(extra / WARMUP_FILE, module, texts, model_name=model_name)
     (extra / METADATA_FILE).write_text(
         json.dumps(_metadata(module, model, preprocessor, version, bool(texts)), indent=2),
         encoding="utf-8")
 
 
-def _warmup_texts(warmup_texts, module):
-    if module.serve_text is None:
-        if warmup_texts:
-            raise ValueError("warmup_texts need a text signature: pass a preprocessor.")
-        return []
-    texts = list(DEFAULT_WARMUP_TEXTS if warmup_texts is None else warmup_texts)
-    if texts and warmup_texts is None:
-        try:
-            import tensorflow_serving.apis  # noqa: F401
-        except ImportError:
-            warnings.warn("No TF Serving warm-up requests written: the tensorflow-serving-api "
-                          "package is not installed.")
-            return []
-    return texts
-
-
-def warmup_inputs(module, texts):
-    """The `serving_default` inputs (name → numpy array) of one warm-up request."""
-    import numpy as np
-
-    texts = np.array([str(t).encode("utf-8") for t in texts], dtype=object)
-    if module.text_inputs == ("question", "context"):
-        # Each text asked about the next one: an answer span, or none, either way.
-        return {"question": texts, "context": np.roll(texts, -1)}
-    if module.num_choices:
-        # The texts are used as the question and, rotated, as its choices.
-        choices = np.stack([np.roll(texts, -(i + 1)) for i in range(module.num_choices)], 1)
-        return {"text": texts, "choices": choices}
-    if module.sentence_pair:
-        return {"text": texts, "text_pair": np.roll(texts, -1)}
-    return {"text": texts}
-
-
-def write_warmup_requests(path, module, texts, model_name):
-    """A TFRecord of `PredictionLog`s for TF Serving's warm-up: one request with one text and
-    one with all of them, so both the batch-1 and the batched paths are traced and loaded."""
-    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
-
-    batches = [texts[:1]] + ([texts] if len(texts) > 1 else [])
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for batch in batches:
-            request = predict_pb2.PredictRequest(
-                model_spec=model_pb2.ModelSpec(name=model_name,
-                                               signature_name="serving_default"))
-            for key, value in warmup_inputs(module, batch).items():
-                request.inputs[key].CopyFrom(tf.make_tensor_proto(value, dtype=tf.string))
-            log = prediction_log_pb2.PredictionLog(
-                predict_log=prediction_log_pb2.PredictLog(request=request))
-            writer.write(log.SerializeToString())
-
-
-def _metadata(module, model, preprocessor, version, warmup):
+def _metadata(module, model, preprocessor, version, has_warmup):
     from importlib.metadata import version as installed_version
 
     meta = {
@@ -229,7 +171,7 @@ def _metadata(module, model, preprocessor, version, warmup):
         "label_names": module.label_names,
         "num_choices": module.num_choices,
         "sentence_pair": module.sentence_pair,
-        "warmup_requests": warmup,
+        "warmup_requests": has_warmup,
     }
     if preprocessor is not None:
         meta.update({"sequence_length": preprocessor.sequence_length,

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from kbert.config import BertConfig
 from kbert.export import export_from_cli, export_saved_model, next_version, serving_ops
-from kbert.export import saved_model as saved_model_module
+from kbert.export import warmup
 from kbert.models.backbone import BertBackbone
 from kbert.models.classifier import BertClassifier
 from kbert.text import BertPreprocessor, BertTokenizer
@@ -237,7 +237,7 @@ def test_versions_count_up(tiny, tmp_path):
         export_saved_model(model, base, preprocessor=pre, version=0)
 
 
-@pytest.mark.parametrize("where", ["write_warmup_requests", "check_servable"])
+@pytest.mark.parametrize("where", ["write_requests", "check_servable"])
 def test_failed_export_leaves_nothing(tiny, tmp_path, monkeypatch, where):
     backbone, pre = tiny
     model = BertClassifier(backbone, num_classes=2)
@@ -247,7 +247,7 @@ def test_failed_export_leaves_nothing(tiny, tmp_path, monkeypatch, where):
     def fail(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    target = saved_model_module if where == "write_warmup_requests" else serving_ops
+    target = warmup if where == "write_requests" else serving_ops
     monkeypatch.setattr(target, where, fail)
     with pytest.raises(RuntimeError, match="disk full"):
         export_saved_model(model, base, preprocessor=pre)

@@ -1,0 +1,55 @@
+"""argparse value types of the `kbert` command: each refuses a bad value at parse time with a
+message that says what the option takes."""
+
+import argparse
+import math
+
+
+def positive_int(text):
+    """argparse type: an integer ≥ 1 (a count, a size, a length), refused at parse time."""
+    return _integer(text, 1, "a positive integer")
+
+
+def non_negative_int(text):
+    """argparse type: an integer ≥ 0 (a seed; 0 = "never" for --checkpoint-every)."""
+    return _integer(text, 0, "a non-negative integer")
+
+
+def _integer(text, minimum, kind):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes an integer, not {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"takes {kind}, not {text!r}")
+    return value
+
+
+def positive_float(text):
+    """argparse type: a finite number > 0 (a learning rate; "nan" and "inf" are refused)."""
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"takes a positive number, not {text!r}")
+    return value
+
+
+def finite_float(text):
+    """argparse type: a finite number (Python's float() also takes "nan" and "inf")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a number, not {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"takes a finite number, not {text!r}")
+    return value
+
+
+def batch_range(text):
+    """argparse type for --profile-batches: "10,20" → (10, 20); "10" → 10 (one batch)."""
+    try:
+        numbers = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FIRST,LAST batch numbers, got {text!r}")
+    if len(numbers) not in (1, 2) or min(numbers) < 1:
+        raise argparse.ArgumentTypeError(f"expected FIRST,LAST batch numbers, got {text!r}")
+    return numbers[0] if len(numbers) == 1 else numbers
