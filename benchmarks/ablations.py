@@ -19,11 +19,14 @@ last real token, the only one that has seen the whole input.
     python benchmarks/ablations.py --steps 2000          # writes benchmarks/results/ablations.json
     python benchmarks/ablations.py --smoke --output /tmp/a.json
 
-The report is rewritten after each variant, and a rerun on the same budget skips the variants it
-already holds: the three (about an hour each at the real budget) can run in separate sittings.
+The report is rewritten after each pre-training and each fine-tuning, and pre-training
+checkpoints every 200 steps under --workdir (one folder per budget), so a rerun
+of the same command skips what is done and resumes what was cut off: the three variants (hours
+at the real budget) can run over several sittings.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import pathlib
@@ -70,30 +73,51 @@ def small_corpus(path, documents):
     return str(path)
 
 
-def pretrain_variant(name, budget, corpus, workdir):
-    """Pre-trains one variant; (its held-out scores, the model directory)."""
-    from kbert.training import pretrain
+CHECKPOINT_EVERY = 200
+"""Pre-training steps between checkpoints: a killed sitting loses at most these."""
 
+
+def workdir_for(budget, root=None):
+    """Where a budget's pre-training runs live between sittings: ROOT/DIGEST of the budget
+    (ROOT default $KBERT_CACHE/ablations). A rerun resumes a killed pre-training from its last
+    checkpoint there, or reuses a finished one; another budget never shares it."""
+    digest = hashlib.sha256(json.dumps(budget, sort_keys=True).encode()).hexdigest()[:12]
+    if root is None:
+        root = pathlib.Path(os.environ.get("KBERT_CACHE", "~/.cache/kbert")).expanduser() / \
+            "ablations"
+    return pathlib.Path(root) / digest
+
+
+def pretrain_variant(name, budget, corpus, workdir):
+    """Pre-trains one variant in workdir/NAME (resuming, or reusing a finished run); (its
+    held-out scores, the model directory)."""
     output = pathlib.Path(workdir) / name
-    metrics = pretrain(output_dir=output, preset=budget["preset"], corpus=corpus,
-                       steps=budget["steps"], batch_size=budget["batch_size"],
-                       sequence_length=budget["sequence_length"],
-                       learning_rate=budget["pretrain_learning_rate"], seed=budget["seed"],
-                       checkpoint_every=0, verbose=0, **VARIANTS[name])
+    if (output / "metrics.json").is_file() and (output / "model").is_dir():
+        metrics = json.loads((output / "metrics.json").read_text())  # written before model/
+    else:
+        from kbert.training import pretrain
+
+        metrics = pretrain(output_dir=output, preset=budget["preset"], corpus=corpus,
+                           steps=budget["steps"], batch_size=budget["batch_size"],
+                           sequence_length=budget["sequence_length"],
+                           learning_rate=budget["pretrain_learning_rate"], seed=budget["seed"],
+                           checkpoint_every=min(CHECKPOINT_EVERY, budget["steps"]), verbose=0,
+                           **VARIANTS[name])
     scores = {"lm_accuracy": metrics["mlm_accuracy"],
               "objective": "next token" if VARIANTS[name]["causal"] else "masked LM",
               "nsp_accuracy": metrics.get("nsp_accuracy") if VARIANTS[name]["nsp"] else None,
               "baseline_mlm_accuracy": metrics["baseline_mlm_accuracy"],
-              "steps": metrics["steps"], "train_seconds": round(metrics["train_seconds"], 1)}
+              "steps": metrics["steps"], "resumed_from_step": metrics["resumed_from_step"],
+              "train_seconds": round(metrics["train_seconds"], 1)}
     return scores, output / "model"
 
 
 def finetune_variant(model_dir, task, budget, workdir):
-    """Fine-tunes the pre-trained model on `task`; its dev and test accuracy."""
+    """Fine-tunes the pre-trained model on `task` into `workdir`; its dev and test accuracy."""
     from kbert.training import finetune
 
     limit = budget["max_train_examples"]
-    metrics = finetune(task, output_dir=pathlib.Path(workdir) / f"run-{task}",
+    metrics = finetune(task, output_dir=workdir,
                        init=str(model_dir), epochs=budget["finetune_epochs"],
                        batch_size=budget["finetune_batch_size"],
                        learning_rate=budget["learning_rate"],
@@ -148,32 +172,36 @@ def write_report(output, budget, results):
     return report
 
 
-def run(budget, variants, tasks, output):
-    """Pre-trains and fine-tunes each variant, writing the report after each one, so the
-    variants of one budget can run in separate sessions (a rerun skips those already done)."""
+def run(budget, variants, tasks, output, workdir_root=None):
+    """Pre-trains and fine-tunes each variant, writing the report after each step, so that a
+    budget's variants can run over several sittings: a rerun skips what the report holds and
+    resumes pre-training from `workdir_for(budget, workdir_root)`."""
     results = previous_variants(output, budget)
     report = write_report(output, budget, results)
-    todo = [name for name in variants
-            if not all(task in results.get(name, {}) for task in tasks)]
-    for name in sorted(set(variants) - set(todo)):
-        print(f"[ablations] {name}: already in {output}", file=sys.stderr, flush=True)
-    if not todo:
-        return report
-    with tempfile.TemporaryDirectory(prefix="ablations-") as workdir:
-        corpus = budget["corpus"]
-        if budget["corpus_documents"]:
-            corpus = small_corpus(pathlib.Path(workdir) / "corpus.txt",
-                                  budget["corpus_documents"])
-        for name in todo:
-            print(f"[ablations] {name}: pre-training ...", file=sys.stderr, flush=True)
-            scores, model_dir = pretrain_variant(name, budget, corpus, workdir)
+    workdir = workdir_for(budget, workdir_root)
+    corpus = budget["corpus"]
+    for name in variants:
+        entry = results.get(name, {})
+        if all(task in entry for task in tasks):
+            print(f"[ablations] {name}: already in {output}", file=sys.stderr, flush=True)
+            continue
+        if budget["corpus_documents"] and corpus is None:
+            workdir.mkdir(parents=True, exist_ok=True)
+            corpus = small_corpus(workdir / "corpus.txt", budget["corpus_documents"])
+        print(f"[ablations] {name}: pre-training in {workdir} ...", file=sys.stderr, flush=True)
+        scores, model_dir = pretrain_variant(name, budget, corpus, workdir)
+        if entry.get("pretrain") != scores:  # pre-trained anew: earlier fine-tunings are stale
             entry = {"pretrain": scores, **VARIANTS[name], "environment": environment()}
-            for task in tasks:
-                print(f"[ablations] {name}: fine-tuning {task} ...", file=sys.stderr, flush=True)
-                entry[task] = finetune_variant(model_dir, task, budget,
-                                               pathlib.Path(workdir) / name)
+        for task in tasks:
+            if task in entry:
+                continue
+            print(f"[ablations] {name}: fine-tuning {task} ...", file=sys.stderr, flush=True)
+            with tempfile.TemporaryDirectory(prefix=f"ablations-{name}-{task}-") as tmp:
+                entry[task] = finetune_variant(model_dir, task, budget, tmp)
             results[name] = entry
             report = write_report(output, budget, results)
+        results[name] = entry
+        report = write_report(output, budget, results)
     return report
 
 
@@ -199,6 +227,9 @@ def parse_args(argv=None):
     parser.add_argument("--max-eval-examples", type=positive, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default=str(ROOT / "benchmarks/results/ablations.json"))
+    parser.add_argument("--workdir", default=None,
+                        help="where pre-training runs live between sittings, one folder per "
+                             "budget (default $KBERT_CACHE/ablations)")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny preset, 2 steps on 200 documents, 16 examples, length 32")
     args = parser.parse_args(argv)
@@ -212,7 +243,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    report = run(budget_of(args), args.variants, args.finetune_tasks, args.output)
+    report = run(budget_of(args), args.variants, args.finetune_tasks, args.output, args.workdir)
     print(report["table"])
 
 

@@ -79,7 +79,8 @@ def test_ablations_smoke_records_pretraining_and_finetuned_scores(tmp_path):
     """One variant (the causal one, no NSP head) to keep CI short; all three run by hand."""
     output = tmp_path / "ablations.json"
     done = _run(["benchmarks/ablations.py", "--smoke", "--variants", "ltr",
-                 "--finetune-tasks", "sentiment", "--output", str(output)], tmp_path)
+                 "--finetune-tasks", "sentiment", "--output", str(output),
+                 "--workdir", str(tmp_path / "work")], tmp_path)
     report = json.loads(output.read_text())
     assert set(report["variants"]) == {"ltr"}
     ltr = report["variants"]["ltr"]
@@ -111,14 +112,39 @@ def test_ablations_rerun_skips_variants_of_the_same_budget(tmp_path, monkeypatch
         raise AssertionError("a variant already in the report was trained again")
 
     monkeypatch.setattr(ablations, "pretrain_variant", no_training)
-    report = ablations.run(budget, ["ltr"], ["sentiment"], output)
+    report = ablations.run(budget, ["ltr"], ["sentiment"], output, tmp_path / "work")
     assert report["variants"] == {"ltr": done}
     assert json.loads(output.read_text())["variants"] == {"ltr": done}
     assert "| LTR & No NSP | 0.250 | – | 0.500 | 0.750 | – | – |" in report["table"]
     with pytest.raises(AssertionError, match="trained again"):  # qnli is missing: rerun
-        ablations.run(budget, ["ltr"], ["sentiment", "qnli"], output)
+        ablations.run(budget, ["ltr"], ["sentiment", "qnli"], output, tmp_path / "work")
     assert ablations.previous_variants(output, {**budget, "steps": 3}) == {}
     assert ablations.previous_variants(output, budget) == {"ltr": done}
+
+
+def test_ablations_reuse_a_finished_pretraining(tmp_path):
+    """A variant whose pre-training finished in an earlier sitting (metrics.json, then model/)
+    is read back, not trained again; one cut off before model/ is not taken as finished."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import ablations
+
+    budget = ablations.budget_of(ablations.parse_args(["--smoke"]))
+    workdir = ablations.workdir_for(budget, tmp_path)
+    assert workdir != ablations.workdir_for({**budget, "steps": 3}, tmp_path)
+    run = workdir / "no_nsp"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps(
+        {"mlm_accuracy": 0.3, "baseline_mlm_accuracy": 0.05, "steps": 2,
+         "resumed_from_step": 1, "train_seconds": 12.34}))
+    with pytest.raises(FileNotFoundError, match="no preset named 'unknown'"):
+        # no model/: not finished, so it pre-trains again (here refused at once)
+        ablations.pretrain_variant("no_nsp", {**budget, "preset": "unknown"}, None, workdir)
+    (run / "model").mkdir()
+    scores, model_dir = ablations.pretrain_variant("no_nsp", budget, None, workdir)
+    assert model_dir == run / "model"
+    assert scores == {"lm_accuracy": 0.3, "objective": "masked LM", "nsp_accuracy": None,
+                      "baseline_mlm_accuracy": 0.05, "steps": 2, "resumed_from_step": 1,
+                      "train_seconds": 12.3}
 
 
 def test_hf_side_squad_windows_equal_kbert_windows(minilm_dir):
