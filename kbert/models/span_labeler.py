@@ -21,8 +21,9 @@ class MaskedSpanLogits(keras.layers.Layer):
         return start, end
 
     def compute_output_spec(self, logits, padding_mask):
-        spec = keras.KerasTensor(logits.shape[:-1], dtype=logits.dtype)
-        return spec, spec
+        # Two distinct tensors: one object returned twice would make both outputs one node
+        # output in the functional graph, and "start_logits" would not be the start logits.
+        return tuple(keras.KerasTensor(logits.shape[:-1], dtype=logits.dtype) for _ in "se")
 
 
 @keras.saving.register_keras_serializable(package="kbert")

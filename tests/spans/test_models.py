@@ -31,6 +31,27 @@ def test_span_labeler_outputs_and_masking(tiny_config):
         assert (np.abs(logits[x["padding_mask"] == 1]) < 100).all()
 
 
+def test_span_logits_are_the_heads_columns_in_every_call(tiny_config, tmp_path):
+    """start_logits is the span head's column 0 and end_logits its column 1 (Hugging Face's
+    `qa_outputs` split), whichever way the model is called, and after a save and load. (Both
+    outputs once shared one output tensor, and `predict` returned another start.)"""
+    model = BertSpanLabeler(BertBackbone(tiny_config))
+    x = make_inputs()
+    sequence = np.asarray(model.backbone(x)["sequence_output"])
+    kernel, bias = model.span_head.get_weights()
+    expected = sequence @ kernel + bias
+    real = x["padding_mask"] == 1
+    path = tmp_path / "span.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    for out in (model(x), model.predict_on_batch(x), model.predict(x, verbose=0),
+                loaded.predict_on_batch(x)):
+        np.testing.assert_allclose(np.asarray(out["start_logits"])[real], expected[..., 0][real],
+                                   atol=1e-5)
+        np.testing.assert_allclose(np.asarray(out["end_logits"])[real], expected[..., 1][real],
+                                   atol=1e-5)
+
+
 def test_span_labeler_round_trip_and_fit(tmp_path):
     tok = tokenizer()
     model = BertSpanLabeler(BertBackbone(tiny_config()))
