@@ -238,10 +238,15 @@ def run_side(side, budget, workdir):
 
 def merge(output, task, entry):
     """Writes `entry` as `task`'s result into the JSON file `output`, keeping other tasks
-    (and, when one side ran alone, the other side's last result)."""
+    (and, when one side ran alone, the other side's last result, with the commit and date of
+    its own run under "ran")."""
     output = pathlib.Path(output)
     results = json.loads(output.read_text()) if output.is_file() else {}
-    results[task] = {**results.get(task, {}), **entry}
+    old = results.get(task, {})
+    for side in ("kbert", "hf"):
+        if side in old and side not in entry and "ran" not in old[side]:
+            old[side]["ran"] = {k: old["budget"].get(k) for k in ("kbert_commit", "date")}
+    results[task] = {**old, **entry}
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".tmp")
     tmp.write_text(json.dumps(results, indent=2) + "\n")
@@ -257,6 +262,7 @@ def run_task(task, args):
         for side in sides:
             print(f"[quality] {task}: {side} side ...", file=sys.stderr, flush=True)
             entry[side] = run_side(side, budget, workdir)
+            entry[side]["ran"] = {k: entry["budget"][k] for k in ("kbert_commit", "date")}
             print(f"[quality] {task} {side}: " + ", ".join(
                 f"{k}={entry[side][k]:.4g}" for k in (*METRICS[task], "seconds")),
                   file=sys.stderr, flush=True)

@@ -86,9 +86,10 @@ class BertTask(keras.Model):
             config["jit_compile"] = "auto"
         return config
 
-    def _match_xla_to(self, x):
+    def match_xla_to(self, x):
         """Under `xla_by_shape`, compiles the step functions with XLA for fixed-length `x` and
-        without it for varying lengths; a switch rebuilds them on their next use."""
+        without it for varying lengths; a switch rebuilds them on their next use. `fit`,
+        `evaluate` and `predict` call it; call it before a `*_on_batch` loop over `x`."""
         wanted = xla.has_fixed_length(x)
         if getattr(self, "xla_by_shape", False) and self.jit_compile != wanted:
             self.jit_compile = wanted
@@ -142,7 +143,7 @@ class BertTask(keras.Model):
             validation_data = self._text_dataset(
                 *(validation_data if isinstance(validation_data, tuple) else (validation_data,)),
                 batch_size=batch_size or 32)
-        self._match_xla_to(x)
+        self.match_xla_to(x)
         return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
                            validation_data=validation_data, shuffle=shuffle, **kwargs)
 
@@ -150,7 +151,7 @@ class BertTask(keras.Model):
         if self._raw(x):
             x = self._text_dataset(x, y, sample_weight, batch_size or 32)
             y = sample_weight = batch_size = None
-        self._match_xla_to(x)
+        self.match_xla_to(x)
         return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
                                 **kwargs)
 
@@ -158,6 +159,6 @@ class BertTask(keras.Model):
         if self._raw(x):
             x = self._text_dataset(x, batch_size=batch_size or 32)
             batch_size = None
-        self._match_xla_to(x)
+        self.match_xla_to(x)
         return super().predict(x, batch_size=batch_size, **kwargs)
 

@@ -91,9 +91,10 @@ class ConllTask(TaskSpec):
         from kbert.text.datasets import packed_batches
 
         length = features["token_ids"].shape[1]
-        out = [np.asarray(model.predict_on_batch(x), "float32")
-               for x in packed_batches({k: features[k] for k in INPUT_KEYS}, batch_size,
-                                       pad_multiple(model))]
+        batches = packed_batches({k: features[k] for k in INPUT_KEYS}, batch_size,
+                                 pad_multiple(model))
+        model.match_xla_to(batches)
+        out = [np.asarray(model.predict_on_batch(x), "float32") for x in batches]
         return np.concatenate([np.pad(o, [(0, 0), (0, length - o.shape[1]), (0, 0)])
                                for o in out])
 
