@@ -148,8 +148,8 @@ def test_ablations_reuse_a_finished_pretraining(tmp_path):
 
 
 def test_hf_side_squad_windows_equal_kbert_windows(minilm_dir):
-    """The HF side's SQuAD windows (fast tokenizer overflow) are kbert's, token for token, with
-    the same training targets and max-context positions, on real questions."""
+    """The HF side's SQuAD windows (fast tokenizer overflow) are kbert's, token for token (ids,
+    segments, mask), with the same training targets and max-context positions, on real questions."""
     import types
 
     transformers = pytest.importorskip("transformers")
@@ -167,7 +167,11 @@ def test_hf_side_squad_windows_equal_kbert_windows(minilm_dir):
     hf = windows(transformers.AutoTokenizer.from_pretrained(minilm_dir), examples, 96, 32, 64)
     assert len(hf) == len(ours["token_ids"]) > len(examples)
     for n, w in enumerate(hf):
-        assert list(w["input_ids"]) == list(ours["token_ids"][n][:len(w["input_ids"])])
+        length = len(w["input_ids"])
+        for name, key in (("input_ids", "token_ids"), ("token_type_ids", "segment_ids"),
+                          ("attention_mask", "padding_mask")):
+            assert list(w[name]) == list(ours[key][n][:length]), (n, name)
+            assert not ours[key][n][length:].any(), (n, key)  # nothing but padding after
         assert w["example"] == ours["example_index"][n]
     targets = add_targets(examples, hf)
     keep = ours["unmappable"] == 0

@@ -52,6 +52,56 @@ def test_span_logits_are_the_heads_columns_in_every_call(tiny_config, tmp_path):
                                    atol=1e-5)
 
 
+def test_span_loss_and_gradients_equal_transformers_over_real_positions(minilm_dir):
+    """`compile()`'s default span loss (the mean of the start and end cross-entropies) and its
+    gradients are those of transformers' `BertForQuestionAnswering` on the same MiniLM weights
+    and batch (its `qa_outputs` copied in, dropout off), once transformers' softmax leaves the
+    padding out; `BertForQuestionAnswering` itself runs it over the padding too (its
+    modeling_bert.py), which this test shows changes the loss."""
+    import tensorflow as tf
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.AutoModelForQuestionAnswering.from_pretrained(str(minilm_dir)).eval()
+    model = BertSpanLabeler(BertBackbone.from_pretrained(str(minilm_dir)))
+    model.span_head.set_weights([hf.qa_outputs.weight.detach().numpy().T,
+                                 hf.qa_outputs.bias.detach().numpy()])
+    model.compile(optimizer="sgd")
+    rng = np.random.default_rng(0)
+    lengths = np.array([24, 17, 9, 24])
+    mask = (np.arange(24)[None] < lengths[:, None]).astype("int32")
+    x = {"token_ids": (rng.integers(1000, 30000, (4, 24)) * mask).astype("int32"),
+         "segment_ids": ((np.arange(24)[None] >= 6) * mask).astype("int32"),
+         "padding_mask": mask}
+    y = {"start_logits": np.array([7, 10, 0, 20], "int32"),
+         "end_logits": np.array([9, 12, 0, 23], "int32")}
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(x=x, y=y, y_pred=model(x, training=False))
+    grads = tape.gradient(loss, model.trainable_weights)
+    kernel_grad = grads[[w.path for w in model.trainable_weights].index(
+        model.span_head.kernel.path)]
+
+    out = hf(**{name: torch.tensor(x[key]).long() for name, key in (
+        ("input_ids", "token_ids"), ("token_type_ids", "segment_ids"),
+        ("attention_mask", "padding_mask"))})
+    real = torch.tensor(mask).bool()
+    ce = torch.nn.functional.cross_entropy
+    hf_loss = 0.5 * sum(ce(logits.masked_fill(~real, -1e4), torch.tensor(y[key]).long())
+                        for logits, key in ((out.start_logits, "start_logits"),
+                                            (out.end_logits, "end_logits")))
+    hf_loss.backward()
+    np.testing.assert_allclose(float(loss), float(hf_loss), rtol=1e-5)
+    hf_norm = torch.sqrt(sum((p.grad ** 2).sum() for p in hf.parameters()
+                             if p.grad is not None))
+    assert float(tf.linalg.global_norm([tf.convert_to_tensor(g) for g in grads if g is not None])
+                 ) == pytest.approx(float(hf_norm), rel=1e-4)
+    np.testing.assert_allclose(np.asarray(kernel_grad), hf.qa_outputs.weight.grad.numpy().T,
+                               atol=1e-6)
+    unmasked = 0.5 * sum(ce(logits, torch.tensor(y[key]).long()) for logits, key in (
+        (out.start_logits, "start_logits"), (out.end_logits, "end_logits")))
+    assert float(unmasked) > float(hf_loss) + 0.01
+
+
 def test_span_labeler_round_trip_and_fit(tmp_path):
     tok = tokenizer()
     model = BertSpanLabeler(BertBackbone(tiny_config()))
