@@ -48,6 +48,7 @@ DEFAULTS = {
 SMOKE = {"epochs": 1, "sequence_length": 32, "batch_size": 4, "max_train_examples": 16,
          "max_eval_examples": 16}
 SMOKE_SQUAD = {"sequence_length": 96, "doc_stride": 32}  # room for a 64-token question
+RUN_KEYS = ("kbert_commit", "date")  # which code made a side's result, and when
 MAX_QUERY_LENGTH = 64  # kbert's SquadTask default, given to the HF side too
 
 
@@ -245,7 +246,7 @@ def merge(output, task, entry):
     old = results.get(task, {})
     for side in ("kbert", "hf"):
         if side in old and side not in entry and "ran" not in old[side]:
-            old[side]["ran"] = {k: old["budget"].get(k) for k in ("kbert_commit", "date")}
+            old[side]["ran"] = {k: old["budget"].get(k) for k in RUN_KEYS}
     results[task] = {**old, **entry}
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".tmp")
@@ -262,7 +263,7 @@ def run_task(task, args):
         for side in sides:
             print(f"[quality] {task}: {side} side ...", file=sys.stderr, flush=True)
             entry[side] = run_side(side, budget, workdir)
-            entry[side]["ran"] = {k: entry["budget"][k] for k in ("kbert_commit", "date")}
+            entry[side]["ran"] = {k: entry["budget"][k] for k in RUN_KEYS}
             print(f"[quality] {task} {side}: " + ", ".join(
                 f"{k}={entry[side][k]:.4g}" for k in (*METRICS[task], "seconds")),
                   file=sys.stderr, flush=True)

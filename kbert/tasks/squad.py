@@ -81,13 +81,17 @@ class SquadTask(TaskSpec):
         return len(self._training_windows(model, examples)["token_ids"])
 
     def _training_windows(self, model, examples):
-        """Every window of the training questions, except those of answers that cover no
-        sub-token (they would teach "no answer")."""
+        """The training questions' answerable windows, kept for the next call."""
         if self._train_windows[0] is not examples:
-            w = self.windows(model, examples, with_answers=True)
-            keep = w["unmappable"] == 0
-            self._train_windows = (examples, {k: v[keep] for k, v in w.items()})
+            self._train_windows = (examples, self._answerable_windows(model, examples))
         return self._train_windows[1]
+
+    def _answerable_windows(self, model, examples):
+        """Every window of `examples`, except those of answers that cover no sub-token (they
+        would teach "no answer")."""
+        w = self.windows(model, examples, with_answers=True)
+        keep = w["unmappable"] == 0
+        return {k: v[keep] for k, v in w.items()}
 
     def train_dataset(self, model, examples, batch_size, seed, pad_to_multiple_of=1):
         """Batches of whole windows, never cut: nearly every batch holds a full-length window
@@ -108,9 +112,7 @@ class SquadTask(TaskSpec):
         would switch the compiled step between epochs)."""
         import tensorflow as tf
 
-        w = self.windows(model, examples, with_answers=True)
-        keep = w["unmappable"] == 0
-        targets = self._inputs_and_targets({k: v[keep] for k, v in w.items()})
+        targets = self._inputs_and_targets(self._answerable_windows(model, examples))
         return tf.data.Dataset.from_tensor_slices(targets).batch(batch_size).prefetch(
             tf.data.AUTOTUNE)
 
