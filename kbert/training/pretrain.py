@@ -17,9 +17,9 @@ What `kbert pretrain` calls, with the settings of a `PretrainConfig`
 4. trains with plain `model.fit`: dynamic masking (fresh masks every epoch), TensorBoard logs in
    OUTPUT/logs/ (`steps/`: per-step MLM/NSP loss and accuracy, learning rate, sequences/s;
    `train/`: Keras' epoch summaries and, on request, a profiler trace), a checkpoint every
-   `checkpoint_every` optimizer steps in OUTPUT/checkpoints/step-N/ (written atomically, the
-   previous one kept; see `kbert.training.checkpoints`); rerunning the same call after a crash
-   resumes from the newest usable one and ends at the same step count on the same schedule;
+   `checkpoint_every` optimizer steps in OUTPUT/checkpoints/step-N/; rerunning the same call
+   after a crash resumes from the newest usable one and ends at the same step count on the
+   same schedule (`kbert.training.pretrain_checkpoints`);
 5. scores the held-out documents before (fresh runs) and after training and writes
    OUTPUT/metrics.json: `mlm_accuracy`, `nsp_accuracy`, their losses, the most-frequent-token
    baseline (`baseline_mlm_accuracy`: always predicting the training data's most frequent
@@ -33,7 +33,6 @@ loss scale halves) counts as a step. `epochs` is converted to steps from the num
 one pass over the training documents makes.
 """
 
-import dataclasses
 import json
 import os
 import pathlib
@@ -45,19 +44,10 @@ import numpy as np
 from kbert.atomic import removed_if_unfinished
 from kbert.training.precision import needs_loss_scale
 from kbert.training.pretrain_config import PretrainConfig, default_max_predictions
+from kbert.training.pretrain_checkpoints import plan_steps, resume, run_record
 from kbert.training.pretrain_data import finish, most_frequent_baseline, pretraining_data
 
 __all__ = ["PretrainConfig", "pretrain", "default_max_predictions"]
-
-
-@dataclasses.dataclass(frozen=True)
-class StepPlan:
-    """`total_steps` optimizer updates, run as `epochs` Keras epochs of `checkpoint_every`
-    updates each (a checkpoint ends every epoch)."""
-
-    total_steps: int
-    checkpoint_every: int
-    epochs: int
 
 
 def pretrain(output_dir=None, config=None, **kwargs):
@@ -97,7 +87,7 @@ def _run(config, output, strategy):
     data = pretraining_data(config, tokenizer, _masker(config, tokenizer))
     plan = plan_steps(config, data.train_examples)
     compile_model(config, model, strategy, plan.total_steps)
-    run = _run_record(config, model, data.source, plan)
+    run = run_record(config, model, data.source, plan)
     state, initial_epoch = resume(output, model, run, chief)
     start_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     start_metrics = _start_metrics(output, model, data.heldout, config.nsp, state, chief)
@@ -148,20 +138,6 @@ def _masker(config, tokenizer):
                                    whole_word=config.whole_word)
 
 
-def plan_steps(config, train_examples) -> StepPlan:
-    """Steps from `steps`, or from `epochs` passes over the training pairs."""
-    steps = config.steps
-    if steps is None:
-        steps_per_pass = train_examples // (config.batch_size * config.accumulation)
-        if steps_per_pass < 1:
-            raise ValueError(f"One pass over the corpus makes {train_examples} pairs, fewer "
-                             f"than one step of {config.batch_size * config.accumulation}.")
-        steps = config.epochs * steps_per_pass
-    total = int(steps)
-    every = max(1, min(int(config.checkpoint_every or total), total))
-    return StepPlan(total, every, -(-total // every))
-
-
 def compile_model(config, model, strategy, total_steps):
     """AdamW or LAMB on the run's schedule (fine-tuning's builder, `make_optimizer`), compiled
     (with XLA when asked)."""
@@ -175,46 +151,6 @@ def compile_model(config, model, strategy, total_steps):
             warmup_steps=config.warmup_steps, decay_power=config.decay_power,
             gradient_accumulation_steps=config.accumulation)
         model.compile(optimizer=opt, jit_compile=config.jit_compile)  # None: kbert's choice
-
-
-def _run_record(config, model, source, plan):
-    """The settings metrics.json and every checkpoint's state.json record."""
-    init = config.init
-    return {"preset": None if init or config.bert_config else config.preset,
-            "init": str(init) if init else None, "corpus": source,
-            "total_steps": plan.total_steps, "batch_size": config.batch_size,
-            "sequence_length": config.sequence_length,
-            "gradient_accumulation_steps": config.accumulation,
-            "learning_rate": config.learning_rate, "optimizer": config.optimizer,
-            "nsp": config.nsp, "whole_word": config.whole_word,
-            "max_predictions": config.predictions, "mixed_precision": config.policy,
-            "jit_compile": bool(model.jit_compile), "checkpoint_every": plan.checkpoint_every,
-            "seed": config.seed, "causal": config.causal}
-
-
-RESUME_KEYS = ("total_steps", "batch_size", "sequence_length", "checkpoint_every",
-               "gradient_accumulation_steps")
-"""Settings a resumed run must share with its checkpoint: they fix the step schedule."""
-
-
-def resume(output, model, run, chief=True):
-    """(state, initial_epoch): the newest usable checkpoint restored into `model`, or (None, 0).
-
-    A damaged checkpoint falls back to the previous one with a warning; one whose state does
-    not fit this run (another run's settings, an epoch or step past this run's end) is an
-    error that names its state.json.
-    """
-    from kbert.training.checkpoints import check_run_state, restore_checkpoint
-
-    def validate(state, file):
-        check_run_state(state, file, run, RESUME_KEYS,
-                        epochs=-(-run["total_steps"] // run["checkpoint_every"]),
-                        total_steps=run["total_steps"])
-
-    state = restore_checkpoint(output / "checkpoints", model, validate=validate, clean=chief)
-    if state is None:
-        return None, 0
-    return state, int(state["epoch"])
 
 
 def evaluate(model, heldout, nsp):
