@@ -67,6 +67,8 @@ def make_budget(task, args):
             budget[name] = value
     if task == "squad":
         budget["max_query_length"] = MAX_QUERY_LENGTH
+    if task == "conll" and args.batching:  # how kbert draws its batches; HF's are random
+        budget["kbert_batching"] = args.batching
     if args.init:
         budget["init"] = str(pathlib.Path(args.init).resolve())
     budget.update(task=task, smoke=bool(args.smoke))
@@ -88,6 +90,8 @@ def task_examples(task, budget):
 
 
 def _task_options(budget):
+    if budget["task"] == "conll" and "kbert_batching" in budget:
+        return {"batching": budget["kbert_batching"]}
     if budget["task"] != "squad":
         return {}
     return {"doc_stride": budget["doc_stride"], "max_query_length": budget["max_query_length"]}
@@ -288,6 +292,9 @@ def parse_args(argv=None):
                             help="default: the task's budget (see DEFAULTS)")
     parser.add_argument("--learning-rate", type=float, default=None, help="default 5e-5")
     parser.add_argument("--seed", type=int, default=None, help="default 0")
+    parser.add_argument("--batching", choices=("length", "random"), default=None,
+                        help="CoNLL: how kbert draws training batches (default: kbert's, "
+                             "length; Hugging Face's side always draws them at random)")
     parser.add_argument("--init", default=None,
                         help=f"a Hugging Face BERT directory both sides start from (default: "
                              f"the {INIT} preset)")

@@ -84,7 +84,8 @@ def _finetune(args) -> int:
 
     options = {k: v for k, v in (("doc_stride", args.doc_stride),
                                  ("max_query_length", args.max_query_length),
-                                 ("null_threshold", args.null_threshold)) if v is not None}
+                                 ("null_threshold", args.null_threshold),
+                                 ("batching", args.batching)) if v is not None}
     metrics = finetune(
         task=args.task, data_dir=args.data_dir, task_options=options,
         init=args.init or args.preset or "minilm_l6_h384_uncased", output_dir=args.output,

@@ -166,6 +166,7 @@ def _finetune_parser(commands):
                           help="feature: frozen BERT, last four layers into a BiLSTM")
     finetune.add_argument("--data-dir", help="directory of a GLUE task's TSV files")
     _squad_options(finetune)
+    _conll_options(finetune)
     finetune.add_argument("--seed", type=non_negative_int, default=0)
     _finetune_extras(finetune)
     finetune.add_argument("--output", default="runs/finetune")
@@ -182,6 +183,14 @@ def _squad_options(finetune):
     finetune.add_argument("--null-threshold", type=finite_float,
                           help="SQuAD v2.0: answer \"\" when the null score beats the best "
                                "span by more than this (default 0)")
+
+
+def _conll_options(finetune):
+    """The option only CoNLL's training reads (others refuse it by name)."""
+    finetune.add_argument("--batching", choices=("length", "random"),
+                          help="CoNLL: training batches of similar-length sentences (least "
+                               "padding; default) or drawn uniformly (as Hugging Face; "
+                               "scored higher in the README's side-by-side run)")
 
 
 def _finetune_extras(finetune):

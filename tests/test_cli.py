@@ -113,10 +113,13 @@ def test_finetune_flags_reach_the_driver(monkeypatch):
     assert calls[0]["attention_sentence"] == "A fine film." and calls[0]["xla"] is None  # kbert decides by backend
     assert cli.main(["finetune", "--task", "conll", "--xla", "--mixed-precision", "fp16"]) == 0
     assert calls[1]["task"] == "conll" and calls[1]["xla"] is True
+    assert calls[1]["task_options"] == {}
     assert cli.main(["finetune", "--mixed-precision", "bf16"]) == 0
     assert [c["mixed_precision"] for c in calls] == [None, "fp16", "bf16"]
     with pytest.raises(SystemExit):
         cli.main(["finetune", "--mixed-precision", "int8"])
+    assert cli.main(["finetune", "--task", "conll", "--batching", "random"]) == 0
+    assert calls[-1]["task_options"] == {"batching": "random"}
 
 
 def test_attention_images_are_refused_for_span_tasks(capsys):

@@ -198,3 +198,16 @@ def test_one_side_rerun_keeps_the_other_sides_result_and_when_it_ran(tmp_path):
     assert entry["kbert"]["f1"] == 3.0 and entry["budget"]["kbert_commit"] == "bbb"
     assert entry["hf"] == {"f1": 2.0, "ran": {"kbert_commit": "aaa", "date": "2026-01-01"}}
     assert json.loads(output.read_text())["squad"] == entry
+
+
+def test_conll_batching_reaches_kbert_side_only_when_asked():
+    """`--batching` is recorded in CoNLL's budget and becomes the kbert side's task option;
+    without it the budget (and so quality.json's recorded one) is unchanged."""
+    from benchmarks.quality import _task_options, make_budget, parse_args
+
+    asked = make_budget("conll", parse_args(["--task", "conll", "--batching", "random"]))
+    assert asked["kbert_batching"] == "random"
+    assert _task_options(asked) == {"batching": "random"}
+    plain = make_budget("conll", parse_args(["--task", "conll"]))
+    assert "kbert_batching" not in plain and _task_options(plain) == {}
+    assert "kbert_batching" not in make_budget("squad", parse_args(["--batching", "random"]))

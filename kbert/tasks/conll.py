@@ -12,15 +12,30 @@ from kbert.models.xla import pad_multiple
 from kbert.tasks.spec import TaskSpec
 
 
+BATCHING = ("length", "random")
+
+
 class ConllTask(TaskSpec):
-    """Token tagging on CoNLL-2003 (or files in its format under `data_dir`)."""
+    """Token tagging on CoNLL-2003 (or files in its format under `data_dir`).
+
+    `batching` chooses how training batches are drawn: "length" groups sentences of similar
+    length (`length_bucketed`: the least padding, the fastest), "random" draws them uniformly
+    (`random_batches`: Hugging Face's way). The loss is a mean over each batch's labelled
+    tokens, so in a batch of short sentences each token weighs more; on MiniLM, 3 epochs,
+    random batches scored 0.93 dev / 0.65 test F1 higher than length-grouped ones, equal to
+    Hugging Face's (README, "Side by side").
+    """
 
     name = "conll"
     kind = "token_classification"
     metric = "f1"
     modes = ("finetune", "feature")
 
-    def __init__(self, data_dir=None, scheme="auto", label_names=None, lstm_units=128):
+    def __init__(self, data_dir=None, scheme="auto", label_names=None, lstm_units=128,
+                 batching="length"):
+        if batching not in BATCHING:
+            raise ValueError(f"batching must be one of {BATCHING}, got {batching!r}.")
+        self.batching = batching
         self.data_dir = data_dir
         self.scheme = scheme
         self.lstm_units = lstm_units
@@ -72,12 +87,13 @@ class ConllTask(TaskSpec):
         return {k: v.numpy() for k, v in model.preprocessor(words, labels).items()}
 
     def train_dataset(self, model, examples, batch_size, seed, pad_to_multiple_of=1):
-        from kbert.text.datasets import length_bucketed
+        from kbert.text.datasets import length_bucketed, random_batches
 
         f = self.features(model, examples)
-        inputs = {k: f[k] for k in INPUT_KEYS}
-        return length_bucketed((inputs, f["labels"], f["label_weights"]), f["padding_mask"],
-                               batch_size, seed, pad_to_multiple_of)
+        rows = ({k: f[k] for k in INPUT_KEYS}, f["labels"], f["label_weights"])
+        if self.batching == "random":
+            return random_batches(rows, batch_size, seed, pad_to_multiple_of)
+        return length_bucketed(rows, f["padding_mask"], batch_size, seed, pad_to_multiple_of)
 
     def validation_dataset(self, model, examples, batch_size):
         from kbert.text.datasets import packed_batches
@@ -138,5 +154,5 @@ class ConllTask(TaskSpec):
     def info(self):
         return {"label_names": self.label_names,
                 "task_options": {"scheme": self.scheme, "label_names": self.label_names,
-                                 "lstm_units": self.lstm_units},
+                                 "lstm_units": self.lstm_units, "batching": self.batching},
                 "data_dir": None if self.data_dir is None else str(self.data_dir)}

@@ -100,6 +100,18 @@ def length_bucketed(arrays, padding_mask, batch_size, seed, pad_to_multiple_of=1
                        num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
+def random_batches(arrays, batch_size, seed, pad_to_multiple_of=1):
+    """An endless, shuffled tf.data of already-packed rows `arrays` = (inputs dict, *targets),
+    each batch drawn uniformly (as Hugging Face's and Google's loops draw them) and cut to its
+    longest row. More padding per step than `length_bucketed`, but a batch's rows are not
+    chosen by length, which a per-batch token-mean loss notices: see `ConllTask`."""
+    rows = len(arrays[0]["padding_mask"])
+    dataset = tf.data.Dataset.from_tensor_slices(arrays)
+    dataset = dataset.shuffle(rows, seed=seed, reshuffle_each_iteration=True).repeat()
+    return dataset.batch(batch_size).map(
+        _cut(pad_to_multiple_of), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
 def packed_batches(features, batch_size=64, pad_to_multiple_of=1):
     """Already-packed `features` (a dict of arrays, or a tuple (inputs dict, *targets) whose
     per-token targets are cut with the inputs) in order, in batches cut to their longest row

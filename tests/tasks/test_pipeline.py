@@ -78,3 +78,46 @@ def test_padding_to_a_multiple_keeps_the_tokens_and_caps_at_the_sequence_length(
             cut = x[key].shape[1]
             np.testing.assert_array_equal(y[key][:, :cut], x[key])
             assert not y[key][:, cut:].numpy().any()  # the added columns are padding (all 0)
+
+
+def packed_rows(lengths, width=16):
+    """Already-packed rows (inputs dict, per-token labels, row id) of the given real lengths."""
+    mask = (np.arange(width)[None, :] < np.asarray(lengths)[:, None]).astype("int32")
+    inputs = {"token_ids": mask * 7, "segment_ids": np.zeros_like(mask), "padding_mask": mask}
+    return inputs, mask * 3, np.arange(len(lengths))
+
+
+def test_random_batches_draw_each_row_once_a_pass_in_any_length_and_cut_to_the_longest():
+    from kbert.text.datasets import length_bucketed, random_batches
+
+    lengths = np.random.default_rng(0).integers(1, 17, 64)
+    rows = packed_rows(lengths)
+    passes = [list(random_batches(rows, 8, seed=1).take(16))[i * 8:(i + 1) * 8] for i in (0, 1)]
+    for batches in passes:
+        drawn = np.concatenate([ids.numpy() for _, _, ids in batches])
+        assert sorted(drawn) == list(range(64))  # every row once a pass, no row twice
+        for x, labels, ids in batches:
+            assert x["token_ids"].shape[1] == labels.shape[1] == lengths[ids.numpy()].max()
+    assert [ids.numpy().tolist() for _, _, ids in passes[0]] != [
+        ids.numpy().tolist() for _, _, ids in passes[1]]  # reshuffled each pass
+
+    def spread(dataset):  # mean range of real lengths inside a batch
+        return np.mean([np.ptp(lengths[ids.numpy()]) for _, _, ids in dataset.take(8)])
+
+    # length_bucketed's batches hold similar lengths; random ones the whole range
+    assert spread(random_batches(rows, 8, seed=1)) > 2 * spread(
+        length_bucketed(rows, rows[0]["padding_mask"], 8, seed=1))
+
+
+def test_conll_batching_is_checked_and_recorded():
+    import pytest
+
+    from kbert.tasks import get_spec
+
+    assert get_spec("conll").batching == "length"
+    spec = get_spec("conll", batching="random")
+    assert spec.info()["task_options"]["batching"] == "random"
+    with pytest.raises(ValueError, match="batching must be one of"):
+        get_spec("conll", batching="sorted")
+    with pytest.raises(ValueError, match="takes no option"):
+        get_spec("squad", batching="random")
