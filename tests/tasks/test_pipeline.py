@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from kbert.data.tasks import make_dataset
 from tests.tasks.helpers import preprocessor, token_id
@@ -92,7 +93,8 @@ def test_random_batches_draw_each_row_once_a_pass_in_any_length_and_cut_to_the_l
 
     lengths = np.random.default_rng(0).integers(1, 17, 64)
     rows = packed_rows(lengths)
-    passes = [list(random_batches(rows, 8, seed=1).take(16))[i * 8:(i + 1) * 8] for i in (0, 1)]
+    batches = list(random_batches(rows, 8, seed=1).take(16))
+    passes = [batches[:8], batches[8:]]  # 64 rows in batches of 8: two passes
     for batches in passes:
         drawn = np.concatenate([ids.numpy() for _, _, ids in batches])
         assert sorted(drawn) == list(range(64))  # every row once a pass, no row twice
@@ -110,8 +112,6 @@ def test_random_batches_draw_each_row_once_a_pass_in_any_length_and_cut_to_the_l
 
 
 def test_conll_batching_is_checked_and_recorded():
-    import pytest
-
     from kbert.tasks import get_spec
 
     assert get_spec("conll").batching == "length"
