@@ -1,3 +1,8 @@
+import os
+import subprocess
+import sys
+import textwrap
+
 import keras
 import numpy as np
 import pytest
@@ -81,34 +86,107 @@ def test_global_norm_from_touched_rows_equals_the_dense_norm(jit):
     assert np.isnan(tf.function(clipped, jit_compile=jit)(bad, other)[1].numpy()).all()
 
 
+def adamw_problem():
+    """Initial weights and four steps of gradients for a kernel (decayed) and a bias (not);
+    half the kernel's gradients are ~1e-6, where Keras' and Algorithm 1's ε part ways."""
+    rng = np.random.default_rng(0)
+    initial = [rng.normal(size=(7, 5)).astype("float32"), rng.normal(size=5).astype("float32")]
+    scale = np.where(np.arange(7)[:, None] < 4, 1.0, 1e-6).astype("float32")
+    steps = [[rng.normal(size=(7, 5)).astype("float32") * scale,
+              rng.normal(size=5).astype("float32")] for _ in range(4)]
+    return initial, steps
+
+
+ADAMW = dict(learning_rate=1e-2, weight_decay=0.01, epsilon=1e-6)
+
+
+def torch_adamw(initial, steps):
+    """`torch.optim.AdamW` (Adam's Algorithm 1 with decoupled decay), the bias not decayed."""
+    torch = pytest.importorskip("torch")
+
+    weights = [torch.nn.Parameter(torch.tensor(w)) for w in initial]
+    optimizer = torch.optim.AdamW(
+        [{"params": weights[:1], "weight_decay": ADAMW["weight_decay"]},
+         {"params": weights[1:], "weight_decay": 0.0}],
+        lr=ADAMW["learning_rate"], betas=(0.9, 0.999), eps=ADAMW["epsilon"])
+    for grads in steps:
+        for w, g in zip(weights, grads):
+            w.grad = torch.tensor(g)
+        optimizer.step()
+    return [w.detach().numpy() for w in weights]
+
+
+def keras_steps(optimizer, initial, steps, jit=False):
+    """The weights after `optimizer` applied `steps` (the bias excluded from decay), and the
+    compiled step."""
+    import tensorflow as tf
+
+    weights = [keras.Variable(w) for w in initial]
+    optimizer.exclude_from_weight_decay(var_list=weights[1:])
+    optimizer.build(weights)
+    step = tf.function(lambda grads: optimizer.apply_gradients(zip(grads, weights)),
+                       jit_compile=jit)
+    for grads in steps:
+        step([tf.constant(g) for g in grads])
+    return [w.numpy() for w in weights], step
+
+
 @pytest.mark.parametrize("jit", [False, True])
-def test_fused_update_equals_keras_adamw(jit):
-    """kbert's AdamW updates each variable with TensorFlow's fused ApplyAdam kernel; weights
-    and both moments must follow Keras' own AdamW step for step."""
+def test_adamw_equals_torch_adamw(jit):
+    """kbert's AdamW steps as `torch.optim.AdamW` does (ε added to √v̂), with TensorFlow's fused
+    ApplyAdam kernel; Keras' own AdamW, whose ε is added before the bias correction, does not
+    on the small gradients."""
     import tensorflow as tf
 
     from kbert.training.optimizer import AdamW
 
-    rng = np.random.default_rng(0)
-    initial = [rng.normal(size=(7, 5)).astype("float32"), rng.normal(size=5).astype("float32")]
-    steps = [[rng.normal(size=w.shape).astype("float32") for w in initial] for _ in range(4)]
-
-    def train(optimizer):
-        weights = [keras.Variable(w) for w in initial]
-        optimizer.build(weights)
-        step = tf.function(lambda grads: optimizer.apply_gradients(zip(grads, weights)),
-                           jit_compile=jit)
-        for grads in steps:
-            step([tf.constant(g) for g in grads])
-        return step, [w.numpy() for w in weights + optimizer.variables]
-
-    settings = dict(learning_rate=1e-2, weight_decay=0.01, epsilon=1e-6)
-    step, ours = train(AdamW(**settings))
-    _, theirs = train(keras.optimizers.AdamW(**settings))
-    for got, want in zip(ours, theirs):  # the same formula; float32 rounding may differ
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    initial, steps = adamw_problem()
+    want = torch_adamw(initial, steps)
+    ours, step = keras_steps(AdamW(**ADAMW), initial, steps, jit)
+    for got, expected in zip(ours, want):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
     graph = step.get_concrete_function([tf.constant(g) for g in steps[0]]).graph
     assert "ResourceApplyAdam" in {op.type for op in graph.get_operations()}
+    keras_own, _ = keras_steps(keras.optimizers.AdamW(**ADAMW), initial, steps, jit)
+    small = (slice(4, 7), slice(None))
+    moved, keras_moved = want[0] - initial[0], keras_own[0] - initial[0]
+    assert np.abs(keras_moved[small] - moved[small]).max() > 0.1 * np.abs(moved[small]).max()
+
+
+def test_adamw_equals_torch_adamw_on_jax(tmp_path):
+    """On the JAX backend kbert's AdamW takes its Keras-ops path, with the same ε."""
+    pytest.importorskip("jax")
+    initial, steps = adamw_problem()
+    np.savez(tmp_path / "problem.npz", *initial, *(g for grads in steps for g in grads))
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np, keras
+        assert keras.backend.backend() == "jax"
+        from kbert.training.optimizer import AdamW
+        arrays = np.load(sys.argv[1])
+        values = [arrays[f"arr_{n}"] for n in range(len(arrays.files))]
+        weights = [keras.Variable(w) for w in values[:2]]
+        optimizer = AdamW(learning_rate=1e-2, weight_decay=0.01, epsilon=1e-6)
+        optimizer.exclude_from_weight_decay(var_list=weights[1:])
+        for n in range(2, len(values), 2):
+            optimizer.apply_gradients(zip(values[n:n + 2], weights))
+        np.savez(sys.argv[2], *(np.asarray(w) for w in weights))
+    """)
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "problem.npz"),
+                             str(tmp_path / "out.npz")], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = np.load(tmp_path / "out.npz")
+    for n, expected in enumerate(torch_adamw(initial, steps)):
+        np.testing.assert_allclose(out[f"arr_{n}"], expected, rtol=1e-6, atol=1e-7)
+
+
+def test_adamw_refuses_amsgrad():
+    from kbert.training.optimizer import AdamW
+
+    with pytest.raises(ValueError, match="amsgrad"):
+        AdamW(amsgrad=True)
 
 
 def test_lamb_keeps_its_decay_exclusions_through_its_config(tiny_config):
