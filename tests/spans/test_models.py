@@ -186,3 +186,57 @@ def test_feature_based_tagger_trains_only_the_bilstm_and_head(tmp_path):
     loaded = keras.saving.load_model(tmp_path / "feat.keras")
     assert loaded.feature_layers == (-2, -1)
     np.testing.assert_allclose(loaded(x), model(x), atol=1e-5)
+
+
+def test_span_fine_tuning_steps_equal_transformers_and_torch_adamw(minilm_dir):
+    """Six steps of kbert's SQuAD fine-tuning (the span loss, `make_optimizer`: AdamW, warmup
+    and decay, decay exclusions, global-norm clipping) give the losses of transformers'
+    `BertForQuestionAnswering` trained by `benchmarks/quality_hf.py`'s torch recipe from the
+    same weights and batches, dropout off and the padding out of the softmax on both sides.
+    (With Keras' own ε placement the losses parted by 1e-3 within three steps.)"""
+    import sys
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+    from benchmarks.quality_hf import make_optimizer as hf_recipe
+    from kbert.training import make_optimizer
+
+    steps, rate = 6, 5e-5
+    hf = transformers.AutoModelForQuestionAnswering.from_pretrained(
+        str(minilm_dir), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    backbone = BertBackbone.from_pretrained(str(minilm_dir), dropout=0.0,
+                                            attention_dropout=0.0)
+    model = BertSpanLabeler(backbone)
+    model.span_head.set_weights([hf.qa_outputs.weight.detach().numpy().T,
+                                 hf.qa_outputs.bias.detach().numpy()])
+    model.compile(optimizer=make_optimizer(rate, steps, model=model), jit_compile=False)
+    optimizer, schedule = hf_recipe(
+        hf, {"learning_rate": rate, "weight_decay": 0.01, "warmup_fraction": 0.1}, steps)
+    hf.train()
+    rng = np.random.default_rng(0)
+    ce = torch.nn.functional.cross_entropy
+    for step in range(steps):
+        lengths = rng.integers(20, 48, 4)
+        mask = (np.arange(48)[None] < lengths[:, None]).astype("int32")
+        x = {"token_ids": (rng.integers(1000, 30000, (4, 48)) * mask).astype("int32"),
+             "segment_ids": ((np.arange(48)[None] >= 10) * mask).astype("int32"),
+             "padding_mask": mask}
+        starts = rng.integers(10, 18, 4).astype("int32")
+        y = {"start_logits": starts, "end_logits": starts + 2}
+        ours = model.train_on_batch(x, y, return_dict=True)["loss"]
+        out = hf(input_ids=torch.tensor(x["token_ids"]).long(),
+                 token_type_ids=torch.tensor(x["segment_ids"]).long(),
+                 attention_mask=torch.tensor(mask).long())
+        real = torch.tensor(mask).bool()
+        loss = 0.5 * sum(ce(logits.masked_fill(~real, -1e4), torch.tensor(y[key]).long())
+                         for logits, key in ((out.start_logits, "start_logits"),
+                                             (out.end_logits, "end_logits")))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        assert float(ours) == pytest.approx(loss.item(), abs=2e-5), step
+    np.testing.assert_allclose(model.span_head.get_weights()[0],
+                               hf.qa_outputs.weight.detach().numpy().T, atol=1e-6)
