@@ -155,7 +155,7 @@ def test_squad_run_evaluates_predicts_and_serves_the_same_answers(tmp_path):
 def test_conll_run_evaluates_predicts_and_serves_the_same_entities(tmp_path):
     output = tmp_path / "ner"
     run(KBERT + ["finetune", "--task", "conll", "--preset", "tiny", "--steps", "2",
-                 "--batching", "random", "--batch-size", "8", "--max-train-examples", "32", "--max-eval-examples", "16",
+                 "--batching", "length", "--batch-size", "8", "--max-train-examples", "32", "--max-eval-examples", "16",
                  "--output", output])
     (evaluated, _), (out, _), _ = run_together(
         KBERT + ["evaluate", output, "--split", "dev", "--max-eval-examples", "8"],

@@ -114,9 +114,9 @@ def test_random_batches_draw_each_row_once_a_pass_in_any_length_and_cut_to_the_l
 def test_conll_batching_is_checked_and_recorded():
     from kbert.tasks import get_spec
 
-    assert get_spec("conll").batching == "length"
-    spec = get_spec("conll", batching="random")
-    assert spec.info()["task_options"]["batching"] == "random"
+    assert get_spec("conll").batching == "random"
+    spec = get_spec("conll", batching="length")
+    assert spec.info()["task_options"]["batching"] == "length"
     with pytest.raises(ValueError, match="batching must be one of"):
         get_spec("conll", batching="sorted")
     with pytest.raises(ValueError, match="takes no option"):
