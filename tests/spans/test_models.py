@@ -1,3 +1,6 @@
+import pathlib
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -12,6 +15,7 @@ from kbert.models.token_classifier import BertTokenClassifier
 from tests.conftest import make_inputs
 from tests.spans.helpers import VOCAB, tiny_config, tokenizer
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 SENTENCES = [TaggedSentence("Peter Smith visited Paris .".split(),
                             ["B-PER", "I-PER", "O", "B-LOC", "O"]),
@@ -194,11 +198,9 @@ def test_span_fine_tuning_steps_equal_transformers_and_torch_adamw(minilm_dir):
     `BertForQuestionAnswering` trained by `benchmarks/quality_hf.py`'s torch recipe from the
     same weights and batches, dropout off and the padding out of the softmax on both sides.
     (With Keras' own ε placement the third step's losses part by 2e-4.)"""
-    import sys
-
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+    sys.path.insert(0, str(ROOT))  # benchmarks/ is not a package of kbert
     from benchmarks.quality_hf import make_optimizer as hf_recipe
     from kbert.layers.dropout import Dropout
     from kbert.training import make_optimizer
