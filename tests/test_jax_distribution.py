@@ -63,7 +63,7 @@ SCRIPT = textwrap.dedent("""
         result[name] = {
             "replicas": replicas, "specs": specs, "shards": shards,
             "differ": [float(np.abs(a - b).max()) for a, b in zip(single, weights)],
-            "close": [bool(np.allclose(b, a, rtol=1e-5, atol=1e-7))
+            "close": [bool(np.allclose(b, a, rtol=1e-5, atol=1e-6))
                       for a, b in zip(single, weights)]}
     result["errors"] = {}
     for name, batch in (("mirrored", 8), ("data_parallel", 12)):
@@ -101,7 +101,8 @@ def test_eight_devices_train_like_one(jax_run, name):
     # Data split over "batch": all 8 devices (data_parallel) or the 4 rows of a (4, 2) mesh.
     assert run["replicas"] == {"data_parallel": 8, "model_parallel": 4}[name]
     # Three AdamW steps (clipped at norm 1) move weights by ~2e-3; the runs differ by float
-    # summation order only (measured: at most 1.2e-7, one float32 step of a LayerNorm scale).
+    # summation order only, which Adam's normalised step can raise to ~lr·δg/ε in a weight
+    # whose gradient is near zero (a LayerNorm offset): atol 1e-6, and 1e-3 of the move.
     assert result["moved"] > 1e-3
     assert all(run["close"]), [p for p, ok in zip(result["paths"], run["close"]) if not ok]
     assert max(run["differ"]) < 1e-3 * result["moved"]

@@ -109,7 +109,7 @@ MIRRORED = textwrap.dedent("""
     mirrored, n2 = train(get_strategy("mirrored"))
     moved = max(float(np.abs(a - b).max()) for a, b in zip(single, start))
     differ = max(float(np.abs(a - b).max()) for a, b in zip(single, mirrored))
-    close = all(np.allclose(b, a, rtol=1e-5, atol=1e-7) for a, b in zip(single, mirrored))
+    close = all(np.allclose(b, a, rtol=1e-5, atol=1e-6) for a, b in zip(single, mirrored))
     try:  # XLA under two replicas is refused up front (keras-team/keras#19005)
         check_jit_compile(get_strategy("mirrored"), True)
         refused = ""
@@ -130,8 +130,10 @@ def test_mirrored_two_logical_cpus_matches_single_device(tmp_path, corpus_file):
     result = json.loads(line[len("RESULT"):])
     assert result["replicas"] == [1, 2]
     # Same start, same global batches of 8 (4 per replica), AdamW with clipping: the same
-    # weights up to float summation order (measured: differ ~2e-8 after moves of 2e-3; before
+    # weights up to float summation order (measured: differ ~2e-7 after moves of 2e-3; before
     # kbert summed and densified gradients first — `SummedDenseGradients` — it was 8e-4).
+    # Adam turns rounding in a near-zero gradient into up to lr·δg/ε of update; with ε added
+    # to √v̂ (Algorithm 1), not Keras' 30x larger effective ε at step 1, that is ~1e-7, not 1e-8.
     assert result["moved"] > 1e-3
     assert result["close"] and result["differ"] < 1e-6, result
     assert "keras-team/keras#19005" in result["xla_refused"]

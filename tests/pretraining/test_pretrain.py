@@ -89,13 +89,14 @@ def test_left_to_right_pretraining_learns_next_tokens_and_saves_a_decoder(tmp_pa
                                                                          corpus_file):
     """The paper's LTR ablation: a causal model trained on next tokens. Its held-out accuracy
     beats always answering the most frequent token, and the saved model is an `is_decoder`
-    checkpoint that loads causal again (so fine-tuning stays left-to-right)."""
+    checkpoint that loads causal again (so fine-tuning stays left-to-right). (At 40-60 steps
+    it still answers the unigram's top token everywhere: exactly the baseline's accuracy.)"""
     from kbert import BertBackbone
     from kbert.training.pretrain import pretrain
 
     out = tmp_path / "ltr"
-    result = pretrain(out, config=small_config(), corpus=corpus_file, steps=40, batch_size=8,
-                      sequence_length=32, learning_rate=2e-3, warmup_steps=4, causal=True,
+    result = pretrain(out, config=small_config(), corpus=corpus_file, steps=120, batch_size=8,
+                      sequence_length=32, learning_rate=5e-3, warmup_steps=4, causal=True,
                       nsp=False, checkpoint_every=0, eval_examples=64, verbose=0)
     assert result["run"]["causal"] and result["run"]["max_predictions"] == 31
     assert result["start"]["mlm_loss"] > result["mlm_loss"] + 1.0
