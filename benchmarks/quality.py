@@ -48,7 +48,7 @@ DEFAULTS = {
 SMOKE = {"epochs": 1, "sequence_length": 32, "batch_size": 4, "max_train_examples": 16,
          "max_eval_examples": 16}
 SMOKE_SQUAD = {"sequence_length": 96, "doc_stride": 32}  # room for a 64-token question
-RUN_KEYS = ("kbert_commit", "date")  # which code made a side's result, and when
+RUN_KEYS = ("kbert_commit", "date", "device")  # which code made a side's result, when, where
 MAX_QUERY_LENGTH = 64  # kbert's SquadTask default, given to the HF side too
 
 

@@ -185,18 +185,22 @@ def test_hf_side_squad_windows_equal_kbert_windows(minilm_dir):
 
 def test_one_side_rerun_keeps_the_other_sides_result_and_when_it_ran(tmp_path):
     """`--side kbert` replaces kbert's result and the budget; HF's stays, marked with the
-    commit and date of the run that made it (read from the budget it was made under)."""
+    commit, date and machine of the run that made it (read from the budget it was made under)."""
     from benchmarks.quality import merge
 
     output = tmp_path / "q.json"
-    old_budget = {"kbert_commit": "aaa", "date": "2026-01-01", "epochs": 1}
+    old_budget = {"kbert_commit": "aaa", "date": "2026-01-01", "device": {"cpu": "A"},
+                  "epochs": 1}
     output.write_text(json.dumps({"squad": {"budget": old_budget, "kbert": {"f1": 1.0},
                                             "hf": {"f1": 2.0}}}))
-    new = {"budget": {"kbert_commit": "bbb", "date": "2026-02-02", "epochs": 1},
-           "kbert": {"f1": 3.0, "ran": {"kbert_commit": "bbb", "date": "2026-02-02"}}}
+    new = {"budget": {"kbert_commit": "bbb", "date": "2026-02-02", "device": {"cpu": "B"},
+                      "epochs": 1},
+           "kbert": {"f1": 3.0, "ran": {"kbert_commit": "bbb", "date": "2026-02-02",
+                                        "device": {"cpu": "B"}}}}
     entry = merge(output, "squad", new)
     assert entry["kbert"]["f1"] == 3.0 and entry["budget"]["kbert_commit"] == "bbb"
-    assert entry["hf"] == {"f1": 2.0, "ran": {"kbert_commit": "aaa", "date": "2026-01-01"}}
+    assert entry["hf"] == {"f1": 2.0, "ran": {"kbert_commit": "aaa", "date": "2026-01-01",
+                                              "device": {"cpu": "A"}}}
     assert json.loads(output.read_text())["squad"] == entry
 
 
