@@ -64,13 +64,18 @@ def load_tensorflow_quietly():
     error-level line oneDNN prints once per process on some CPUs (seen on a 2-core Intel Xeon)
     at the first tf.data function holding a ragged int64 concatenation, which every kbert
     preprocessor has: "oneDNN supports DT_INT64 only on platforms with AVX-512. Falling back
-    to the default Eigen-based implementation", a fallback, not an error."""
+    to the default Eigen-based implementation", a fallback, not an error. Not where TF_CONFIG
+    is set: see below."""
     with without_known_notices():
         try:
             import tensorflow as tf
         except ImportError:  # the JAX-only GPU image: nothing to quiet
             return
         tf.config.list_physical_devices()
-        ids = tf.ragged.constant([[1]], tf.int64)
-        dataset = tf.data.Dataset.from_tensors(ids).map(lambda r: tf.concat([r, r], 1).values)
-        next(iter(dataset))
+        if not os.environ.get("TF_CONFIG"):
+            # Runs an op, after which a multi-worker strategy (TF_CONFIG) could no longer
+            # configure its collectives: such processes keep the oneDNN line.
+            ids = tf.ragged.constant([[1]], tf.int64)
+            dataset = tf.data.Dataset.from_tensors(ids).map(
+                lambda r: tf.concat([r, r], 1).values)
+            next(iter(dataset))
