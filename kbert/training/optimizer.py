@@ -140,7 +140,7 @@ class AdamW(SummedDenseGradients, SavedDecayExclusions, keras.optimizers.AdamW):
     ε/√(1 - β2^t): 32× BERT's ε=1e-6 at the first step, 2× at the 277th. Updates of weights
     whose gradients are that small (many, once the global norm is clipped to 1) came
     out damped, and a 277-step SQuAD fine-tuning learned measurably slower than Hugging Face's
-    from the same weights and batches (README, "Fine-tuning beside Hugging Face"). Here ε is
+    from the same weights and batches (README, "Side by side with Hugging Face"). Here ε is
     scaled by √(1 - β2^t) before it enters Keras' form, which gives Algorithm 1 exactly.
     """
 
