@@ -81,6 +81,13 @@ class BertConfig:
                               f"kbert.presets.load_backbone_and_tokenizer).")
         return dataclasses.replace(PRESETS[name], **overrides)
 
+    def with_rates_from(self, kwargs: dict) -> "BertConfig":
+        """This config with the dropout rates (`RATE_FIELDS`) that `kwargs` holds, taken out of
+        it: the fields a loader may change on a checkpoint's config, as no weight depends on
+        them."""
+        rates = {name: kwargs.pop(name) for name in RATE_FIELDS if name in kwargs}
+        return dataclasses.replace(self, **rates) if rates else self
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 

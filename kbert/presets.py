@@ -118,13 +118,14 @@ def resolve_preset(name) -> Preset:
 def load_backbone(name, cls=BertBackbone, allow_pickle=False, require_weights=False, **kwargs):
     """`cls` (a `BertBackbone`) for `name`, built with `kwargs` (dtype, causal, ...), holding
     the checkpoint's weights unless the name means random weights; with `require_weights`
-    such a name is an error (`BertBackbone.from_pretrained`)."""
+    such a name is an error (`BertBackbone.from_pretrained`). Dropout rates in `kwargs`
+    replace the name's (`BertConfig.with_rates_from`)."""
     preset = resolve_preset(name)
     if preset.load_weights:
         return convert.load_backbone(cls, preset.checkpoint, allow_pickle=allow_pickle, **kwargs)
     if require_weights:
         raise FileNotFoundError(_no_weights(preset.name))
-    return cls(preset.config, **kwargs)
+    return cls(preset.config.with_rates_from(kwargs), **kwargs)
 
 
 def load_tokenizer(name, cls=BertTokenizer, lowercase=None, max_chars_per_word=None, **kwargs):

@@ -114,3 +114,30 @@ def test_from_pretrained_wants_weights_and_resolve_keeps_its_contract(minilm_dir
     assert presets.resolve(MINILM) == minilm_dir
     with pytest.raises(FileNotFoundError, match="size preset without weights"):
         presets.resolve("base")
+
+
+def test_from_pretrained_sets_dropout_rates_and_refuses_unknown_keywords(minilm_dir):
+    """Keras' functional constructor drops unknown keywords silently; kbert's models refuse
+    them, and the encoder's dropout rates are set through `from_pretrained` instead."""
+    import kbert
+    from tests.conftest import make_inputs
+
+    with pytest.raises(TypeError, match=r"dropout\..*hidden_dropout, attention_dropout"):
+        kbert.BertBackbone.from_pretrained(MINILM, dropout=0.0)
+    with pytest.raises(TypeError, match="num_class"):
+        kbert.BertClassifier.from_pretrained(MINILM, num_class=3)
+
+    backbone = kbert.BertBackbone.from_pretrained(MINILM, hidden_dropout=0.0,
+                                                  attention_dropout=0.0)
+    assert (backbone.config.hidden_dropout, backbone.config.attention_dropout) == (0.0, 0.0)
+    inputs = make_inputs(vocab_size=backbone.config.vocab_size)
+    trained = backbone(inputs, training=True)["sequence_output"]
+    np.testing.assert_array_equal(trained, backbone(inputs, training=False)["sequence_output"])
+    reference = kbert.BertBackbone.from_pretrained(MINILM)
+    assert reference.config.hidden_dropout == 0.1  # the checkpoint's own rate is kept
+    assert not np.allclose(reference(inputs, training=True)["sequence_output"], trained)
+
+    classifier = kbert.BertClassifier.from_pretrained(MINILM, num_classes=3,
+                                                      attention_dropout=0.0)
+    assert classifier.backbone.config.attention_dropout == 0.0
+    assert classifier.backbone.config.hidden_dropout == 0.1

@@ -80,13 +80,15 @@ def refuse_causal(path, fmt):
 
 def load_backbone(cls, path, allow_pickle=False, **kwargs):
     """`cls(config, **kwargs)` built from the checkpoint at `path`, holding its weights; causal
-    when the checkpoint is (`is_causal`) unless `causal` is given.
+    when the checkpoint is (`is_causal`) unless `causal` is given. Dropout rates in `kwargs`
+    (`hidden_dropout`, `attention_dropout`) replace the checkpoint's.
 
     The caller names the class (keras-hub's habit), so this format reader never imports the
     model code; `cls` needs a `BertBackbone`'s constructor and layer names. Names such as
     "minilm_l6_h384_uncased" are resolved a floor up, by `kbert.presets`.
     """
     config, weights = read_checkpoint(path, allow_pickle=allow_pickle)
+    config = config.with_rates_from(kwargs)
     kwargs.setdefault("causal", is_causal(path))
     backbone = cls(config, **kwargs)
     set_backbone_weights(backbone, weights, source=str(path))

@@ -11,6 +11,18 @@ INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
 """The names of the backbone's inputs, and of every preprocessor's packed outputs."""
 
 
+def check_model_kwargs(cls, kwargs):
+    """Refuses keywords other than `name` and `trainable`: Keras' functional constructor keeps
+    those two and silently drops the rest, so `dropout=0.0` would train with 0.1."""
+    unknown = sorted(set(kwargs) - {"name", "trainable"})
+    if unknown:
+        hint = (" The encoder's dropout rates are BertConfig fields (hidden_dropout, "
+                "attention_dropout); `from_pretrained` also takes them."
+                if any("dropout" in name for name in unknown) else "")
+        raise TypeError(f"{cls.__name__} got unexpected keyword argument(s) "
+                        f"{', '.join(unknown)}.{hint}")
+
+
 @keras.saving.register_keras_serializable(package="kbert")
 class BertBackbone(keras.Model):
     """The BERT encoder: embeddings, `num_layers` post-LN Transformer blocks and the pooler.
@@ -43,6 +55,7 @@ class BertBackbone(keras.Model):
     def __init__(self, config: BertConfig, causal=False, output_hidden_states=False,
                  output_attentions=False, dtype=None, attention_implementation="auto",
                  **kwargs):
+        check_model_kwargs(type(self), kwargs)
         # === Layers ===
         embeddings = BertEmbeddings(
             config.vocab_size, config.hidden_size, config.max_position_embeddings,
@@ -130,7 +143,9 @@ class BertBackbone(keras.Model):
         """A backbone with pretrained weights from a Hugging Face directory, an original Google
         TF1 checkpoint, a keras-hub preset directory, or a kbert weights preset name.
 
-        `kwargs` (e.g. `output_hidden_states`, `dtype`) go to the constructor. Pickled PyTorch
+        `kwargs` (e.g. `output_hidden_states`, `dtype`) go to the constructor, except the
+        dropout rates `hidden_dropout` and `attention_dropout`, which replace the checkpoint's
+        (no weight depends on them). Pickled PyTorch
         files are refused unless `allow_pickle=True`: unpickling runs arbitrary code.
         """
         # The registry sits above models (it builds them from checkpoints): a lazy import, one

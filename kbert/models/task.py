@@ -4,7 +4,7 @@ raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`.""
 import keras
 
 from kbert.models import xla
-from kbert.models.backbone import INPUT_KEYS
+from kbert.models.backbone import INPUT_KEYS, check_model_kwargs
 
 
 def _is_packed(x):
@@ -43,8 +43,9 @@ class BertTask(keras.Model):
     into it (the MLM decoder, frozen features) are made anew by the subclass constructor.
     """
 
-    def __init__(self, *args, preprocessor=None, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, inputs, outputs, preprocessor=None, **kwargs):
+        check_model_kwargs(type(self), kwargs)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.preprocessor = preprocessor
 
     def task_config(self) -> dict:

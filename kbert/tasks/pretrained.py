@@ -1,5 +1,6 @@
 """`BertTask.from_pretrained`: a task model in one call, from a run directory or a preset."""
 
+from kbert.config import RATE_FIELDS
 from kbert.runs import RunDirectory
 
 # The preprocessor each task class packs its raw inputs with, and its default length.
@@ -28,7 +29,8 @@ def preprocessor_for(cls, tokenizer, sequence_length=None):
 def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
     """A run directory → its saved model (which must be a `cls`); any other name (weights or
     size preset, checkpoint directory, random:<name>) → pretrained backbone, tokenizer, the
-    preprocessor `cls` takes and a new head built with `kwargs`."""
+    preprocessor `cls` takes and a new head built with `kwargs` (the encoder's dropout rates,
+    `hidden_dropout` and `attention_dropout`, go to the backbone)."""
     from kbert.presets import load_backbone_and_tokenizer
 
     if RunDirectory.is_run(name_or_dir):
@@ -42,6 +44,7 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
                             f"{cls.__name__}.")
         return model
     dtype = kwargs.pop("dtype", None)
-    backbone, tokenizer = load_backbone_and_tokenizer(name_or_dir, dtype=dtype)
+    rates = {name: kwargs.pop(name) for name in RATE_FIELDS if name in kwargs}
+    backbone, tokenizer = load_backbone_and_tokenizer(name_or_dir, dtype=dtype, **rates)
     return cls(backbone, preprocessor=preprocessor_for(cls, tokenizer, sequence_length),
                **kwargs)
