@@ -294,7 +294,7 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=None, help="default 0")
     parser.add_argument("--batching", choices=("length", "random"), default=None,
                         help="CoNLL: how kbert draws training batches (default: kbert's, "
-                             "length; Hugging Face's side always draws them at random)")
+                             "random; Hugging Face's side always draws them at random)")
     parser.add_argument("--init", default=None,
                         help=f"a Hugging Face BERT directory both sides start from (default: "
                              f"the {INIT} preset)")
