@@ -69,6 +69,8 @@ def make_budget(task, args):
         budget["max_query_length"] = MAX_QUERY_LENGTH
     if task == "conll" and args.batching:  # how kbert draws its batches; HF's are random
         budget["kbert_batching"] = args.batching
+    if task == "squad" and args.hf_squad_loss:
+        budget["hf_squad_loss"] = args.hf_squad_loss
     if args.init:
         budget["init"] = str(pathlib.Path(args.init).resolve())
     budget.update(task=task, smoke=bool(args.smoke))
@@ -295,6 +297,10 @@ def parse_args(argv=None):
     parser.add_argument("--batching", choices=("length", "random"), default=None,
                         help="CoNLL: how kbert draws training batches (default: kbert's, "
                              "random; Hugging Face's side always draws them at random)")
+    parser.add_argument("--hf-squad-loss", choices=("padded", "masked"), default=None,
+                        help="SQuAD: Hugging Face's loss (default: BertForQuestionAnswering's, "
+                             "its softmax over the padding too; masked: over the real tokens, "
+                             "as kbert's)")
     parser.add_argument("--init", default=None,
                         help=f"a Hugging Face BERT directory both sides start from (default: "
                              f"the {INIT} preset)")

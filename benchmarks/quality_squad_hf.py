@@ -15,6 +15,10 @@ to give kbert's (Google's run_squad.py) windows exactly:
     context, at most `max_answer_length` (30) long, starting at a token whose window is its
     "max context" window (Google's rule, kbert's `decode_spans`; run_qa omits it), and answers
     with the context characters of the best-scoring span.
+
+The loss is `BertForQuestionAnswering`'s, whose softmax spans the padding too (as Google's
+run_squad.py's does), unless the budget's `hf_squad_loss` is "masked": then it leaves the
+padding out, as kbert's `BertSpanLabeler` does, so the two sides train the same objective.
 """
 
 import collections
@@ -119,6 +123,30 @@ def decode(example, group, logits, n_best=20, max_answer_length=30):
     return best[1]
 
 
+def masked_span_loss(model):
+    """`model` (a `BertForQuestionAnswering`) whose `.loss` is the mean of the start and end
+    cross-entropies over the real tokens only (padding logits at -1e4, kbert's value)."""
+    import types
+
+    import torch
+
+    class MaskedSpanLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, start_positions, end_positions, attention_mask, **inputs):
+            out = self.model(attention_mask=attention_mask, **inputs)
+            padding = attention_mask == 0
+            start = out.start_logits.masked_fill(padding, -1e4)
+            end = out.end_logits.masked_fill(padding, -1e4)
+            loss = (torch.nn.functional.cross_entropy(start, start_positions)
+                    + torch.nn.functional.cross_entropy(end, end_positions)) / 2
+            return types.SimpleNamespace(loss=loss)
+
+    return MaskedSpanLoss()
+
+
 def squad(checkpoint, examples, budget):
     """SQuAD v1.1: trains on kbert's training questions, scores EM/F1 on its dev subset."""
     import torch
@@ -133,7 +161,8 @@ def squad(checkpoint, examples, budget):
     shape = (budget["sequence_length"], budget["doc_stride"], budget["max_query_length"])
     rows = add_targets(examples["train"], windows(tok, examples["train"], *shape))
     keys = (*ENCODER_KEYS, "start_positions", "end_positions")
-    record = train(model, rows, budget, lambda batch: pad_batch(batch, keys, {}))
+    trained = masked_span_loss(model) if budget.get("hf_squad_loss") == "masked" else model
+    record = train(trained, rows, budget, lambda batch: pad_batch(batch, keys, {}))
     dev = examples["dev"]
     rows = windows(tok, dev, *shape)
     logits = predict(model, rows, ENCODER_KEYS,

@@ -204,9 +204,10 @@ def test_one_side_rerun_keeps_the_other_sides_result_and_when_it_ran(tmp_path):
     assert json.loads(output.read_text())["squad"] == entry
 
 
-def test_conll_batching_reaches_kbert_side_only_when_asked():
-    """`--batching` is recorded in CoNLL's budget and becomes the kbert side's task option;
-    without it the budget (and so quality.json's recorded one) is unchanged."""
+def test_side_options_are_recorded_only_for_their_task_and_when_asked():
+    """`--batching` is recorded in CoNLL's budget and becomes the kbert side's task option,
+    `--hf-squad-loss` in SQuAD's; without them the budget (and so quality.json's recorded one)
+    is unchanged."""
     from benchmarks.quality import _task_options, make_budget, parse_args
 
     asked = make_budget("conll", parse_args(["--task", "conll", "--batching", "random"]))
@@ -215,3 +216,7 @@ def test_conll_batching_reaches_kbert_side_only_when_asked():
     plain = make_budget("conll", parse_args(["--task", "conll"]))
     assert "kbert_batching" not in plain and _task_options(plain) == {}
     assert "kbert_batching" not in make_budget("squad", parse_args(["--batching", "random"]))
+    masked = make_budget("squad", parse_args(["--task", "squad", "--hf-squad-loss", "masked"]))
+    assert masked["hf_squad_loss"] == "masked"
+    assert "hf_squad_loss" not in make_budget("squad", parse_args(["--task", "squad"]))
+    assert "hf_squad_loss" not in make_budget("conll", parse_args(["--hf-squad-loss", "masked"]))

@@ -105,6 +105,20 @@ def test_span_loss_and_gradients_equal_transformers_over_real_positions(minilm_d
         (out.start_logits, "start_logits"), (out.end_logits, "end_logits")))
     assert float(unmasked) > float(hf_loss) + 0.01
 
+    # benchmarks/quality.py's `--hf-squad-loss masked` trains the HF side on kbert's loss; on
+    # rows without padding it is BertForQuestionAnswering's own.
+    from benchmarks.quality_squad_hf import masked_span_loss
+
+    arrays = {**x, **y}
+    batch = {name: torch.tensor(arrays[key]).long() for name, key in (
+        ("input_ids", "token_ids"), ("token_type_ids", "segment_ids"),
+        ("attention_mask", "padding_mask"), ("start_positions", "start_logits"),
+        ("end_positions", "end_logits"))}
+    assert float(masked_span_loss(hf)(**batch).loss) == pytest.approx(float(loss), rel=1e-5)
+    full = {k: v[lengths == 24] for k, v in batch.items()}
+    assert float(masked_span_loss(hf)(**full).loss) == pytest.approx(
+        float(hf(**full).loss), rel=1e-6)
+
 
 def test_span_labeler_round_trip_and_fit(tmp_path):
     tok = tokenizer()
