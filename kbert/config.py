@@ -82,10 +82,8 @@ class BertConfig:
         return dataclasses.replace(PRESETS[name], **overrides)
 
     def with_rates_from(self, kwargs: dict) -> "BertConfig":
-        """This config with the dropout rates (`RATE_FIELDS`) that `kwargs` holds, taken out of
-        it: the fields a loader may change on a checkpoint's config, as no weight depends on
-        them."""
-        rates = {name: kwargs.pop(name) for name in RATE_FIELDS if name in kwargs}
+        """This config with the dropout rates that `kwargs` holds (`pop_rates`)."""
+        rates = pop_rates(kwargs)
         return dataclasses.replace(self, **rates) if rates else self
 
     def to_dict(self) -> dict:
@@ -169,6 +167,12 @@ class BertConfig:
             "type_vocab_size": self.type_vocab_size,
             "initializer_range": self.initializer_range,
         }
+
+
+def pop_rates(kwargs: dict) -> dict:
+    """The dropout rates (`RATE_FIELDS`) in `kwargs`, taken out of it: the fields a loader may
+    change on a checkpoint's config, as no weight depends on them."""
+    return {name: kwargs.pop(name) for name in RATE_FIELDS if name in kwargs}
 
 
 def _read_json(path_or_dict, filename: str) -> tuple[dict, str]:

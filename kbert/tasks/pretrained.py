@@ -1,6 +1,6 @@
 """`BertTask.from_pretrained`: a task model in one call, from a run directory or a preset."""
 
-from kbert.config import RATE_FIELDS
+from kbert.config import pop_rates
 from kbert.runs import RunDirectory
 
 # The preprocessor each task class packs its raw inputs with, and its default length.
@@ -44,7 +44,7 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
                             f"{cls.__name__}.")
         return model
     dtype = kwargs.pop("dtype", None)
-    rates = {name: kwargs.pop(name) for name in RATE_FIELDS if name in kwargs}
-    backbone, tokenizer = load_backbone_and_tokenizer(name_or_dir, dtype=dtype, **rates)
+    backbone, tokenizer = load_backbone_and_tokenizer(name_or_dir, dtype=dtype,
+                                                      **pop_rates(kwargs))
     return cls(backbone, preprocessor=preprocessor_for(cls, tokenizer, sequence_length),
                **kwargs)
