@@ -74,6 +74,8 @@ def report(answers, errors, args):
     result["peak_tflops"] = {who: g / 1000 for who, g in peaks.items()}
     result["windows"] = {f"{a['contestant']}/{a['case']}": a["windows"]
                          for a in answers if "windows" in a}
+    result["compute_dtype"] = {f"{a['contestant']}/{a['case']}": a["compute_dtype"]
+                               for a in answers if "compute_dtype" in a}
     result["versions"] = {name: version for a in answers
                           for name, version in a["versions"].items()}
     result["settings"] = {key: getattr(args, key) for key in (

@@ -61,10 +61,13 @@ def timed_windows(window, sequences, windows):
 
 def kbert_window(case, config, data, args):
     """A zero-argument callable: one `fit` (train) or `predict` (infer) over `args.steps`
-    batches of `data`."""
+    batches of `data`; and the dtype the model computes in."""
     import keras
 
     models, optimizer = kbert_module("models"), kbert_module("training.optimizer")
+    # Set for each case: `clear_session()` between cases resets the global policy to float32.
+    keras.mixed_precision.set_global_policy(
+        "float32" if args.dtype == "float32" else f"mixed_{args.dtype}")
     keras.utils.set_random_seed(0)
     backbone = models.BertBackbone(config, attention_implementation=args.attention)
     tile = lambda a: np.tile(a, (args.steps,) + (1,) * (a.ndim - 1))
@@ -72,19 +75,22 @@ def kbert_window(case, config, data, args):
     if case == "infer":
         model = models.BertClassifier(backbone, num_classes=2)
         model.compile(jit_compile=True)
-        return lambda: model.predict(inputs, batch_size=args.batch, verbose=0)
+        return (lambda: model.predict(inputs, batch_size=args.batch, verbose=0),
+                backbone.compute_dtype)
     model = models.BertPretrainer(backbone)
     model.compile(optimizer=optimizer.make_optimizer(1e-4, total_steps=100_000, model=model),
                   jit_compile=True)
     inputs["masked_positions"] = tile(data["masked_positions"])
     targets = {"mlm": tile(data["masked_ids"]), "nsp": tile(data["labels"])}
     weights = {"mlm": tile(data["masked_weights"]), "nsp": np.ones(len(targets["nsp"]))}
-    return lambda: model.fit(inputs, targets, sample_weight=weights, batch_size=args.batch,
-                             epochs=1, shuffle=False, verbose=0)
+    return (lambda: model.fit(inputs, targets, sample_weight=weights, batch_size=args.batch,
+                              epochs=1, shuffle=False, verbose=0),
+            backbone.compute_dtype)
 
 
 def hf_window(case, config, data, args, compiled):
-    """A zero-argument callable: `args.steps` steps of Hugging Face's BERT, then a sync."""
+    """A zero-argument callable: `args.steps` steps of Hugging Face's BERT, then a sync; and
+    the dtype autocast computes in."""
     import torch
     import transformers
 
@@ -141,7 +147,7 @@ def hf_window(case, config, data, args, compiled):
         if device == "cuda":
             torch.cuda.synchronize()
 
-    return window
+    return window, args.dtype
 
 
 def torch_device():
@@ -177,12 +183,13 @@ def measure(case, config, args):
         return answer
     data = contestants.random_batch(config, args.batch, args.seq, masked=args.masked)
     if args.contestant == "kbert":
-        window = kbert_window(case, config, data, args)
+        window, compute_dtype = kbert_window(case, config, data, args)
     else:
-        window = hf_window(case, config, data, args, args.contestant == "hf_compile")
+        window, compute_dtype = hf_window(case, config, data, args,
+                                          args.contestant == "hf_compile")
     rate, rates = timed_windows(window, args.steps * args.batch, args.windows)
     flops_case = "pretrain" if case == "train" else "infer"
-    answer.update(sequences_per_s=rate, windows=rates,
+    answer.update(sequences_per_s=rate, windows=rates, compute_dtype=compute_dtype,
                   flops_per_sequence=flops.case_flops(flops_case, config, args.seq, args.masked))
     return answer
 
@@ -193,9 +200,6 @@ def main(argv=None):
     if args.contestant == "kbert":
         os.environ["KERAS_BACKEND"] = "jax"  # before Keras loads: the image has no TensorFlow
         import keras
-
-        if args.dtype != "float32":
-            keras.mixed_precision.set_global_policy(f"mixed_{args.dtype}")
     config = kbert_module("config").BertConfig.preset(args.preset)
     for case in args.cases:
         print(json.dumps(measure(case, config, args)), flush=True)

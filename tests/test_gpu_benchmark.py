@@ -62,6 +62,25 @@ def test_smoke_run_reports_every_contestant(smoke):
             assert smoke["kbert_vs"][f"{case}_{peer}"] == pytest.approx(
                 smoke[case]["kbert"] / smoke[case][peer])
     assert {"jax", "keras", "torch", "transformers"} <= set(smoke["versions"])
+    assert smoke["compute_dtype"] == {f"{who}/{case}": "float32" for who in gpu.CONTESTANTS
+                                      for case in ("train", "infer")}
+
+
+def test_kbert_worker_keeps_its_dtype_after_the_first_case():
+    """`keras.backend.clear_session()` between cases resets Keras' global dtype policy: the
+    first H200 run timed kbert's training and inference in float32 after the bf16 peak."""
+    pytest.importorskip("jax")
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu_worker", "kbert", "peak", "train", "infer",
+         "--preset", "tiny", "--batch", "2", "--seq", "16", "--masked", "3", "--steps", "1",
+         "--windows", "1", "--dtype", "bfloat16", "--matmul-sizes", "64",
+         "--matmul-seconds", "0.01"],
+        env={**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}, cwd=ROOT,
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [a["case"] for a in answers] == ["peak", "train", "infer"]
+    assert [a["compute_dtype"] for a in answers[1:]] == ["bfloat16", "bfloat16"]
 
 
 def test_smoke_mfu_is_model_flops_over_the_measured_peak(smoke):
