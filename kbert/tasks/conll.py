@@ -96,23 +96,27 @@ class ConllTask(TaskSpec):
         return length_bucketed(rows, f["padding_mask"], batch_size, seed, pad_to_multiple_of)
 
     def validation_dataset(self, model, examples, batch_size):
-        from kbert.text.datasets import packed_batches
+        from kbert.text.datasets import length_order, packed_batches
 
         f = self.features(model, examples)
+        f = {k: v[length_order(f["padding_mask"])] for k, v in f.items()}
         return packed_batches(({k: f[k] for k in INPUT_KEYS}, f["labels"], f["label_weights"]),
                               batch_size, pad_multiple(model))
 
     def logits(self, model, features, batch_size=64):
-        """Token logits [count, seq, classes], batches cut to their longest row and padded back."""
-        from kbert.text.datasets import packed_batches
+        """Token logits [count, seq, classes], in batches of similar lengths (`length_order`)
+        cut to their longest row, padded back and returned in the rows' order."""
+        from kbert.text.datasets import length_order, packed_batches
 
         length = features["token_ids"].shape[1]
-        batches = packed_batches({k: features[k] for k in INPUT_KEYS}, batch_size,
+        order = length_order(features["padding_mask"])
+        batches = packed_batches({k: features[k][order] for k in INPUT_KEYS}, batch_size,
                                  pad_multiple(model))
         model.match_xla_to(batches)
         out = [np.asarray(model.predict_on_batch(x), "float32") for x in batches]
-        return np.concatenate([np.pad(o, [(0, 0), (0, length - o.shape[1]), (0, 0)])
-                               for o in out])
+        logits = np.concatenate([np.pad(o, [(0, 0), (0, length - o.shape[1]), (0, 0)])
+                                 for o in out])
+        return logits[np.argsort(order)]
 
     def evaluate(self, model, examples, batch_size=64):
         from kbert.evaluation.entities import entity_metrics

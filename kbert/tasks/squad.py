@@ -122,14 +122,16 @@ class SquadTask(TaskSpec):
                 {"start_logits": w["start_positions"], "end_logits": w["end_positions"]})
 
     def logits(self, model, windows, batch_size=64):
-        """(start, end) logits [W, sequence_length], batches cut to their longest row and
-        padded back with the masked value."""
+        """(start, end) logits [W, sequence_length], in batches of similar lengths
+        (`length_order`) cut to their longest row, padded back with the masked value and
+        returned in the windows' order."""
         from kbert.models.span_labeler import MASKED_LOGIT
-        from kbert.text.datasets import packed_batches
+        from kbert.text.datasets import length_order, packed_batches
 
         length = windows["token_ids"].shape[1]
         starts, ends = [], []
-        batches = packed_batches({k: windows[k] for k in INPUT_KEYS}, batch_size,
+        order = length_order(windows["padding_mask"])
+        batches = packed_batches({k: windows[k][order] for k in INPUT_KEYS}, batch_size,
                                  pad_multiple(model))
         model.match_xla_to(batches)
         for x in batches:
@@ -139,7 +141,8 @@ class SquadTask(TaskSpec):
                                  constant_values=MASKED_LOGIT))
             ends.append(np.pad(np.asarray(out["end_logits"], "float32"), pad,
                                constant_values=MASKED_LOGIT))
-        return np.concatenate(starts), np.concatenate(ends)
+        back = np.argsort(order)
+        return np.concatenate(starts)[back], np.concatenate(ends)[back]
 
     def answers(self, model, questions, contexts, batch_size=64, version=None,
                 null_threshold=None):
