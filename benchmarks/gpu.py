@@ -41,6 +41,7 @@ def run_worker(contestant, cases, args):
                "--masked", str(args.masked), "--steps", str(args.steps),
                "--windows", str(args.windows), "--dtype", args.dtype,
                "--attention", args.attention, "--compile-backend", args.compile_backend,
+               "--steps-per-execution", str(args.steps_per_execution),
                "--matmul-seconds", str(args.matmul_seconds),
                "--matmul-sizes", *map(str, args.matmul_sizes)]
     log = open(args.log, "a") if args.log else None
@@ -80,7 +81,7 @@ def report(answers, errors, args):
                           for name, version in a["versions"].items()}
     result["settings"] = {key: getattr(args, key) for key in (
         "preset", "batch", "seq", "masked", "steps", "windows", "dtype", "attention",
-        "compile_backend", "smoke")}
+        "steps_per_execution", "compile_backend", "smoke")}
     if errors:
         result["errors"] = errors
     return result
@@ -107,6 +108,10 @@ def parse(argv=None):
                                                                 "float32"])
     parser.add_argument("--attention", default="auto",
                         help="kbert's attention_implementation (auto, einsum, fused, xla)")
+    parser.add_argument("--steps-per-execution", type=int, default=1,
+                        help="kbert's compile(steps_per_execution=): batches per compiled call "
+                             "(Keras' default 1; fit and predict then return to Python after "
+                             "each batch)")
     parser.add_argument("--compile-backend", default="inductor")
     parser.add_argument("--matmul-sizes", type=int, nargs="+", default=[2048, 4096, 8192])
     parser.add_argument("--matmul-seconds", type=float, default=0.5,

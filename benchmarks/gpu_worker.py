@@ -74,12 +74,12 @@ def kbert_window(case, config, data, args):
     inputs = {k: tile(v) for k, v in data["inputs"].items()}
     if case == "infer":
         model = models.BertClassifier(backbone, num_classes=2)
-        model.compile(jit_compile=True)
+        model.compile(jit_compile=True, steps_per_execution=args.steps_per_execution)
         return (lambda: model.predict(inputs, batch_size=args.batch, verbose=0),
                 backbone.compute_dtype)
     model = models.BertPretrainer(backbone)
     model.compile(optimizer=optimizer.make_optimizer(1e-4, total_steps=100_000, model=model),
-                  jit_compile=True)
+                  jit_compile=True, steps_per_execution=args.steps_per_execution)
     inputs["masked_positions"] = tile(data["masked_positions"])
     targets = {"mlm": tile(data["masked_ids"]), "nsp": tile(data["labels"])}
     weights = {"mlm": tile(data["masked_weights"]), "nsp": np.ones(len(targets["nsp"]))}
@@ -225,6 +225,8 @@ def parse(argv=None):
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16",
                                                                 "float32"])
     parser.add_argument("--attention", default="auto", help="kbert's attention_implementation")
+    parser.add_argument("--steps-per-execution", type=int, default=1,
+                        help="kbert's compile(steps_per_execution=): batches per compiled call")
     parser.add_argument("--compile-backend", default="inductor",
                         help="torch.compile's backend for hf_compile")
     parser.add_argument("--matmul-sizes", type=int, nargs="+", default=[2048, 4096, 8192])

@@ -68,12 +68,14 @@ def test_smoke_run_reports_every_contestant(smoke):
 
 def test_kbert_worker_keeps_its_dtype_after_the_first_case():
     """`keras.backend.clear_session()` between cases resets Keras' global dtype policy: the
-    first H200 run timed kbert's training and inference in float32 after the bf16 peak."""
+    first H200 run timed kbert's training and inference in float32 after the bf16 peak.
+    Two batches per compiled call over three batches: `--steps-per-execution` runs too."""
     pytest.importorskip("jax")
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.gpu_worker", "kbert", "peak", "train", "infer",
-         "--preset", "tiny", "--batch", "2", "--seq", "16", "--masked", "3", "--steps", "1",
-         "--windows", "1", "--dtype", "bfloat16", "--matmul-sizes", "64",
+         "--preset", "tiny", "--batch", "2", "--seq", "16", "--masked", "3", "--steps", "3",
+         "--steps-per-execution", "2", "--windows", "1", "--dtype", "bfloat16",
+         "--matmul-sizes", "64",
          "--matmul-seconds", "0.01"],
         env={**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}, cwd=ROOT,
         capture_output=True, text=True, timeout=600)
