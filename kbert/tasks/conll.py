@@ -99,7 +99,8 @@ class ConllTask(TaskSpec):
         from kbert.text.datasets import length_order, packed_batches
 
         f = self.features(model, examples)
-        f = {k: v[length_order(f["padding_mask"])] for k, v in f.items()}
+        order = length_order(f["padding_mask"])
+        f = {k: v[order] for k, v in f.items()}
         return packed_batches(({k: f[k] for k in INPUT_KEYS}, f["labels"], f["label_weights"]),
                               batch_size, pad_multiple(model))
 
