@@ -5,11 +5,9 @@ tags from `kbert.text.entity_decoding` (the same graph ops the export serves), a
 from `kbert.evaluation.entities` (equal to seqeval's default mode).
 """
 
-import numpy as np
-
 from kbert.models.backbone import INPUT_KEYS
 from kbert.models.xla import pad_multiple
-from kbert.tasks.spec import TaskSpec
+from kbert.tasks.spec import TaskSpec, sequence_predictions
 
 
 BATCHING = ("length", "random")
@@ -105,19 +103,8 @@ class ConllTask(TaskSpec):
                               batch_size, pad_multiple(model))
 
     def logits(self, model, features, batch_size=64):
-        """Token logits [count, seq, classes], in batches of similar lengths (`length_order`)
-        cut to their longest row, padded back and returned in the rows' order."""
-        from kbert.text.datasets import length_order, packed_batches
-
-        length = features["token_ids"].shape[1]
-        order = length_order(features["padding_mask"])
-        batches = packed_batches({k: features[k][order] for k in INPUT_KEYS}, batch_size,
-                                 pad_multiple(model))
-        model.match_xla_to(batches)
-        out = [np.asarray(model.predict_on_batch(x), "float32") for x in batches]
-        logits = np.concatenate([np.pad(o, [(0, 0), (0, length - o.shape[1]), (0, 0)])
-                                 for o in out])
-        return logits[np.argsort(order)]
+        """Token logits [count, seq, classes] (`sequence_predictions`: padding 0)."""
+        return sequence_predictions(model, features, batch_size)
 
     def evaluate(self, model, examples, batch_size=64):
         from kbert.evaluation.entities import entity_metrics

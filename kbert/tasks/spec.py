@@ -11,6 +11,33 @@ import random
 EVAL_SEED = 1234  # fixed, so that every run and every `kbert evaluate` scores the same subset
 
 
+def sequence_predictions(model, features, batch_size=64, fill=0.0):
+    """`model.predict_on_batch` over packed `features` in batches of similar lengths
+    (`length_order`) cut to their longest row: each output's sequence axis padded back with
+    `fill`, its rows in `features`' order (an array, or a dict for a model with several)."""
+    import keras
+    import numpy as np
+
+    from kbert.models.backbone import INPUT_KEYS
+    from kbert.models.xla import pad_multiple
+    from kbert.text.datasets import length_order, packed_batches
+
+    length = features["token_ids"].shape[1]
+    order = length_order(features["padding_mask"])
+    batches = packed_batches({k: features[k][order] for k in INPUT_KEYS}, batch_size,
+                             pad_multiple(model))
+    model.match_xla_to(batches)
+
+    def padded(output):
+        output = np.asarray(output, "float32")
+        widths = [(0, 0), (0, length - output.shape[1])] + [(0, 0)] * (output.ndim - 2)
+        return np.pad(output, widths, constant_values=fill)
+
+    outputs = [keras.tree.map_structure(padded, model.predict_on_batch(x)) for x in batches]
+    back = np.argsort(order)
+    return keras.tree.map_structure(lambda *parts: np.concatenate(parts)[back], *outputs)
+
+
 def subset(examples, limit, seed):
     """A fixed random subset of `limit` examples (all of them when `limit` is None)."""
     if limit is not None and limit < 1:

@@ -9,8 +9,7 @@ export); EM / F1 are the official script's (`kbert.evaluation.squad`).
 import numpy as np
 
 from kbert.models.backbone import INPUT_KEYS
-from kbert.models.xla import pad_multiple
-from kbert.tasks.spec import EVAL_SEED, TaskSpec
+from kbert.tasks.spec import EVAL_SEED, TaskSpec, sequence_predictions
 
 WINDOW_CHUNK = 2048  # questions windowed per graph call
 
@@ -122,27 +121,12 @@ class SquadTask(TaskSpec):
                 {"start_logits": w["start_positions"], "end_logits": w["end_positions"]})
 
     def logits(self, model, windows, batch_size=64):
-        """(start, end) logits [W, sequence_length], in batches of similar lengths
-        (`length_order`) cut to their longest row, padded back with the masked value and
-        returned in the windows' order."""
+        """(start, end) logits [W, sequence_length] (`sequence_predictions`: padding the
+        masked value)."""
         from kbert.models.span_labeler import MASKED_LOGIT
-        from kbert.text.datasets import length_order, packed_batches
 
-        length = windows["token_ids"].shape[1]
-        starts, ends = [], []
-        order = length_order(windows["padding_mask"])
-        batches = packed_batches({k: windows[k][order] for k in INPUT_KEYS}, batch_size,
-                                 pad_multiple(model))
-        model.match_xla_to(batches)
-        for x in batches:
-            out = model.predict_on_batch(x)
-            pad = [(0, 0), (0, length - int(x["token_ids"].shape[1]))]
-            starts.append(np.pad(np.asarray(out["start_logits"], "float32"), pad,
-                                 constant_values=MASKED_LOGIT))
-            ends.append(np.pad(np.asarray(out["end_logits"], "float32"), pad,
-                               constant_values=MASKED_LOGIT))
-        back = np.argsort(order)
-        return np.concatenate(starts)[back], np.concatenate(ends)[back]
+        out = sequence_predictions(model, windows, batch_size, fill=MASKED_LOGIT)
+        return out["start_logits"], out["end_logits"]
 
     def answers(self, model, questions, contexts, batch_size=64, version=None,
                 null_threshold=None):
