@@ -100,20 +100,23 @@ class SquadTask(TaskSpec):
         nothing to round."""
         import tensorflow as tf
 
+        from kbert.text.datasets import prefetched
+
         w = self._training_windows(model, examples)
         dataset = tf.data.Dataset.from_tensor_slices(self._inputs_and_targets(w))
         dataset = dataset.shuffle(len(w["token_ids"]), seed=seed,
                                   reshuffle_each_iteration=True).repeat()
-        return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+        return prefetched(dataset.batch(batch_size, drop_remainder=True))
 
     def validation_dataset(self, model, examples, batch_size):
         """The dev windows in training's fixed-length form (a validation pass of another form
         would switch the compiled step between epochs)."""
         import tensorflow as tf
 
+        from kbert.text.datasets import prefetched
+
         targets = self._inputs_and_targets(self._answerable_windows(model, examples))
-        return tf.data.Dataset.from_tensor_slices(targets).batch(batch_size).prefetch(
-            tf.data.AUTOTUNE)
+        return prefetched(tf.data.Dataset.from_tensor_slices(targets).batch(batch_size))
 
     @staticmethod
     def _inputs_and_targets(w):

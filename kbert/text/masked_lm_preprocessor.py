@@ -16,7 +16,7 @@ the pre-training pipeline's work (`kbert.data.pretraining`), not this layer's.
 import keras
 import tensorflow as tf
 
-from kbert.text.datasets import batched_dataset
+from kbert.text.datasets import batched_dataset, prefetched
 from kbert.text.masking import MaskedLM, default_max_predictions, to_fit_arguments
 from kbert.text.preprocessor import BertPreprocessor
 from kbert.text.preprocessor_base import PreprocessorBase
@@ -112,8 +112,8 @@ class BertMaskedLMPreprocessor(PreprocessorBase):
             seed_pair = tf.cast(draw % tf.int32.max, tf.int32)
             return self._mask(features, labels, weights, seed_pair)
 
-        return tf.data.Dataset.zip((packed, draws)).map(
-            mask, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        return prefetched(tf.data.Dataset.zip((packed, draws)).map(
+            mask, num_parallel_calls=tf.data.AUTOTUNE))
 
     @staticmethod
     def _check_labels(x, y):

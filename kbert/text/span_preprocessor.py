@@ -26,7 +26,7 @@ costs what one of ~3 MB does.
 import keras
 import tensorflow as tf
 
-from kbert.text.datasets import batched_dataset
+from kbert.text.datasets import batched_dataset, prefetched
 from kbert.text.preprocessor_base import PreprocessorBase
 from kbert.text.trim import trim_to_longest
 
@@ -255,7 +255,7 @@ class BertSpanPreprocessor(PreprocessorBase):
         if not isinstance(batches.element_spec, tuple):
             cut = lambda inputs: trim_to_longest(inputs, pad_to_multiple_of)
         batches = batches.map(cut, num_parallel_calls=tf.data.AUTOTUNE)
-        return batches.prefetch(tf.data.AUTOTUNE)
+        return prefetched(batches)
 
     def compute_output_spec(self, questions, contexts, answer_starts=None, answer_ends=None):
         spec = {k: keras.KerasTensor((None, self.sequence_length), dtype="int32")

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from kbert.data.pretraining import pairs
 from kbert.data.pretraining.masking import dynamic_masking_dataset
+from kbert.text.datasets import prefetched
 
 
 def feature_signature(sequence_length):
@@ -57,4 +58,4 @@ def pretraining_dataset(documents, tokenizer, masker, sequence_length=128, batch
     if shuffle_buffer:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
     ds = ds.batch(batch_size, drop_remainder=True)
-    return dynamic_masking_dataset(ds, masker, seed).prefetch(tf.data.AUTOTUNE)
+    return prefetched(dynamic_masking_dataset(ds, masker, seed))

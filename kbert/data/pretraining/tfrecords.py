@@ -232,6 +232,7 @@ def tfrecord_dataset(path, batch_size, masker=None, seed=0, repeat=True, shuffle
     import tensorflow as tf
 
     from kbert.data.pretraining.masking import dynamic_masking_dataset, to_fit_arguments
+    from kbert.text.datasets import prefetched
     from kbert.text.next_token import NextTokenLM
 
     meta = read_meta(path if pathlib.Path(path).is_dir() else tfrecord_files(path)[0])
@@ -275,4 +276,4 @@ def tfrecord_dataset(path, batch_size, masker=None, seed=0, repeat=True, shuffle
                     num_parallel_calls=tf.data.AUTOTUNE)
     else:
         ds = dynamic_masking_dataset(ds, masker, seed)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return prefetched(ds)

@@ -40,6 +40,7 @@ def make_dataset(examples, preprocessor, batch_size=32, kind="classification", s
     """
     import tensorflow as tf
 
+    from kbert.text.datasets import prefetched
     from kbert.text.trim import trim_to_longest
 
     features, labels = _columns(examples, kind)
@@ -63,4 +64,4 @@ def make_dataset(examples, preprocessor, batch_size=32, kind="classification", s
         return trim_to_longest(preprocessor(texts[0] if len(texts) == 1 else tuple(texts)),
                                pad_to_multiple_of), y
 
-    return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return prefetched(dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE))
