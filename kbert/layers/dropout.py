@@ -12,6 +12,8 @@ Everything else is `keras.layers.Dropout`: an element is kept with probability 1
 scaled by 1 / (1 - rate); at inference the layer is the identity.
 """
 
+import functools
+
 import keras
 from keras import ops
 
@@ -44,6 +46,36 @@ def random_bits(like, seed):
     return _mix(ops.bitwise_xor(_mix(ops.add(index, first)), second))
 
 
+def dropped(x, seed, threshold, scale):
+    """`x` times `scale` where its `random_bits` are at or above `threshold`, else 0."""
+    keep = ops.greater_equal(random_bits(x, seed), threshold)
+    return ops.where(keep, ops.multiply(x, scale), ops.zeros_like(x))
+
+
+@functools.cache
+def _compiled_on_tensorflow():
+    """`dropped` compiled by XLA into one pass over the tensor, with a gradient that is the
+    same function of the incoming gradient: the mask depends only on the seed and the shape,
+    so the backward pass recomputes it rather than keeping it.
+
+    Where TensorFlow runs a step without XLA (kbert's default for batches of varying length),
+    `dropped` is otherwise ~23 kernels, each a pass over the tensor: on CoNLL batches (MiniLM,
+    batch 32) a `fit` step took ~690 ms with them, ~630 compiled and ~605 without dropout.
+    Inside an XLA step the function is inlined and fuses as before."""
+    import tensorflow as tf
+
+    compiled = tf.function(dropped, jit_compile=True)
+
+    @tf.custom_gradient
+    def dropout(x, seed, threshold, scale):
+        def gradient(upstream):
+            return compiled(upstream, seed, threshold, scale), None, None, None
+
+        return compiled(x, seed, threshold, scale), gradient
+
+    return dropout
+
+
 @keras.saving.register_keras_serializable(package="kbert")
 class Dropout(keras.layers.Layer):
     """Inverted dropout with hash-based masks (see the module docstring).
@@ -65,13 +97,14 @@ class Dropout(keras.layers.Layer):
     def call(self, inputs, training=False):
         if not training or self.rate == 0:
             return inputs
-        if keras.backend.backend() not in _HASH_BACKENDS:
+        backend = keras.backend.backend()
+        if backend not in _HASH_BACKENDS:
             return keras.random.dropout(inputs, self.rate, seed=self.seed_generator)
-        bits = random_bits(inputs, self.seed_generator.next())
         # Kept when the bits are at or above rate·2³²: probability 1 - rate to within 2⁻³².
-        keep = ops.greater_equal(bits, ops.cast(int(round(self.rate * 2**32)), "uint32"))
+        threshold = ops.cast(int(round(self.rate * 2**32)), "uint32")
         scale = ops.cast(1.0 / (1.0 - self.rate), inputs.dtype)
-        return ops.where(keep, ops.multiply(inputs, scale), ops.zeros_like(inputs))
+        drop = _compiled_on_tensorflow() if backend == "tensorflow" else dropped
+        return drop(inputs, self.seed_generator.next(), threshold, scale)
 
     def compute_output_shape(self, input_shape):
         return input_shape

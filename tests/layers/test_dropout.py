@@ -68,3 +68,29 @@ def test_config_round_trip():
     assert (again.rate, again.seed, again.name) == (0.3, 5, "d")
     model = keras.Sequential([keras.Input((4,)), layer])
     assert model(np.ones((2, 4), "float32")).shape == (2, 4)
+
+
+def test_compiled_tensorflow_path_equals_the_plain_ops_and_their_gradient():
+    """TensorFlow runs `dropped` compiled, with a gradient that recomputes the mask; it must
+    give what the plain ops give, forward and backward, in a graph with unknown lengths (how a
+    trimmed batch reaches it) and eagerly."""
+    layer = Dropout(0.3, seed=9)
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal((3, 11, 8)).astype("float32"))
+    upstream = tf.constant(rng.standard_normal((3, 11, 8)).astype("float32"))
+
+    def forward_and_gradient(inputs):
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            y = layer(inputs, training=True)
+        return y, tape.gradient(y, inputs, output_gradients=upstream)
+
+    graph = tf.function(forward_and_gradient,
+                        input_signature=[tf.TensorSpec((None, None, 8), tf.float32)])
+    for run in (forward_and_gradient, graph):
+        seed = layer.seed_generator.state.numpy()  # the state this call will draw from
+        y, dx = run(x)
+        keep = random_bits(x, seed).numpy() >= np.uint32(round(0.3 * 2**32))
+        scale = np.float32(1 / 0.7)
+        np.testing.assert_array_equal(y.numpy(), np.where(keep, x.numpy() * scale, 0))
+        np.testing.assert_array_equal(dx.numpy(), np.where(keep, upstream.numpy() * scale, 0))
