@@ -11,6 +11,8 @@ Keras' own (`optimizer="keras"`), the one its users would reach for.
 Cases:
   train     backbone + 2-class classifier on the pooled output, one AdamW step
   infer     the encoder's sequence_output, no gradients
+  classify  the 2-class classifier's logits from the pooled output, no gradients (what a
+            served sentence classifier computes)
   pretrain  MLM at 20 masked positions (+ NSP where the package has it), one AdamW step
   finetune  end to end on the real movie-review sentences: raw text → each package's own
             preprocessing in tf.data → `model.fit` at sequence_length 128 (TensorFlow only);
@@ -23,7 +25,7 @@ import os
 
 import numpy as np
 
-CASES = ("train", "infer", "pretrain", "finetune")
+CASES = ("train", "infer", "classify", "pretrain", "finetune")
 MASKED_POSITIONS = 20  # Google's max_predictions_per_seq at length 128
 FINETUNE_STEPS = 10  # optimizer steps per timed `fit` call in the finetune case
 
@@ -99,6 +101,10 @@ def kbert_step(case, config, batch, seq, xla=None, dtype=None):
     if case == "infer":
         backbone.compile(**speed)
         return Step(lambda: backbone.predict_on_batch(data["inputs"])["sequence_output"], batch)
+    if case == "classify":
+        model = BertClassifier(backbone, num_classes=2)
+        model.compile(**speed)
+        return Step(lambda: model.predict_on_batch(data["inputs"]), batch)
     if case == "train":
         model = BertClassifier(backbone, num_classes=2)
         model.compile(optimizer=optimizer_for(model), **speed)
@@ -165,6 +171,10 @@ def keras_hub_step(case, config, batch, seq, xla=True, optimizer="kbert"):
         model = keras.Model(backbone.input, backbone.output["sequence_output"])
         model.compile(jit_compile=xla)
         return Step(lambda: model.predict_on_batch(data["inputs"]), batch)
+    if case == "classify":
+        model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None)
+        model.compile(jit_compile=xla)
+        return Step(lambda: model.predict_on_batch(data["inputs"]), batch)
     if case == "train":
         model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None)
         model.compile(optimizer=optimizer_for(model, keras_class), loss=loss, jit_compile=xla)
@@ -207,6 +217,14 @@ def hugging_face_step(case, config, batch, seq):
                 return model(**inputs).last_hidden_state.numpy()
 
         return Step(infer, batch)
+    if case == "classify":
+        model = transformers.BertForSequenceClassification(hf_config).eval()
+
+        def classify():
+            with torch.inference_mode():
+                return model(**inputs).logits.numpy()
+
+        return Step(classify, batch)
     if case == "train":
         model = transformers.BertForSequenceClassification(hf_config).train()
         targets = {"labels": torch.from_numpy(data["labels"]).long()}

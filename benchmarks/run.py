@@ -16,8 +16,8 @@ unaffected. (Mini inference on the Intel machine: 203 sequences/s in a fresh pro
 the peak or with MALLOC_TRIM_THRESHOLD_ and MALLOC_MMAP_THRESHOLD_ raised.)
 
 Parts (all on by default):
-  cases   train / infer / pretrain at sequence 128, batch 16, for each preset (mini, base),
-          and finetune: real movie-review sentences through each package's own pipeline
+  cases   train / infer / classify / pretrain at sequence 128, batch 16, for each preset (mini,
+          base), and finetune: real movie-review sentences through each package's own pipeline
   sweep   sequence 64–512 at batch 16 and batch 1–64 at sequence 128 (mini, train and infer;
           kbert in its default mode, each peer in every mode)
   memory  peak RSS of a base training step at batch 32, sequence 128, each in a fresh process

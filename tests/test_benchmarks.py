@@ -27,6 +27,10 @@ def _torch_flops(config, seq, case):
         model = transformers.BertModel(hf_config, add_pooling_layer=False).eval()
         with counter, torch.no_grad():
             model(input_ids=ids)
+    elif case == "classify":
+        model = transformers.BertForSequenceClassification(hf_config).eval()
+        with counter, torch.no_grad():
+            model(input_ids=ids)
     else:
         model = transformers.BertForSequenceClassification(hf_config)
         with counter:
@@ -35,7 +39,7 @@ def _torch_flops(config, seq, case):
 
 
 @pytest.mark.parametrize("preset", ["tiny", "mini"])
-@pytest.mark.parametrize("case", ["infer", "train"])
+@pytest.mark.parametrize("case", ["infer", "classify", "train"])
 def test_model_flops_match_pytorchs_counter(preset, case):
     config = BertConfig.preset(preset)
     assert flops.case_flops(case, config, 64) == _torch_flops(config, 64, case)
