@@ -35,7 +35,9 @@ class BertBackbone(keras.Model):
     `output_attentions`. `causal=True` gives the paper's left-to-right ablation: each token
     sees only itself and those before it, and the pooler reads the last real token (the one that
     has seen the whole sequence, as GPT's classifier does) instead of `[CLS]`, which would see
-    only itself. A causal backbone saves as a Hugging Face `is_decoder` model.
+    only itself. A causal backbone saves as a Hugging Face `is_decoder` model. The pooled token
+    comes from the last block run again at that one position, so a model that reads only
+    `pooled_output` (a classifier) skips the rest of the last block.
 
     `attention_implementation` ("auto", "einsum", "fused" or "xla") picks the attention kernel;
     "auto" runs cuDNN's fused attention on the JAX backend on an NVIDIA GPU in bf16/fp16 except
