@@ -43,11 +43,6 @@ class TransformerEncoderBlock(keras.layers.Layer):
     which, and why); rows past a length then come out differently (nothing real attends to
     them). Without lengths the block runs its einsum with the bias.
 
-    `query_positions` [batch, n] (int32) asks for the output at those positions only,
-    [batch, n, hidden]: keys and values still come from every token, and all the rest of the
-    block (attention for n queries, output dense, FFN, LayerNorms) runs on n rows. The backbone
-    computes its pooled token this way, as the Model Garden's `output_range` does for `[CLS]`.
-
     >>> block = TransformerEncoderBlock(num_heads=4, intermediate_size=64)
     >>> block(ops.zeros((2, 7, 16))).shape
     (2, 7, 16)
@@ -107,34 +102,26 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.built = True
 
     def call(self, x, attention_bias=None, sequence_lengths=None, training=None,
-             return_attention=False, query_positions=None):
+             return_attention=False):
         batch, seq_len = ops.shape(x)[0], ops.shape(x)[1]
         hidden = self.num_heads * self.head_size
         # Rows of [batch·seq, hidden] outside attention: the gradients of the biases and
         # LayerNorms then sum over one axis, which XLA on a CPU runs about twice as fast as
         # the same sum over [batch, seq].
-        rows = ops.reshape(x, (-1, hidden))
+        x = ops.reshape(x, (-1, hidden))
 
         # [batch·seq, 3·hidden] → three [batch, seq, heads, head_size] tensors; the einsums
         # contract over heads in place (only training re-lays the values out). Unstacked, not
         # sliced: TensorFlow without XLA back-propagates each slice as a full-size zero tensor
         # with the slice scattered in (a sixth of a BERT-mini step), an unstack as one stack.
-        qkv = ops.reshape(self.qkv_dense(rows), (batch, seq_len, 3, self.num_heads,
-                                                 self.head_size))
+        qkv = ops.reshape(self.qkv_dense(x), (batch, seq_len, 3, self.num_heads, self.head_size))
         query, key, value = ops.unstack(qkv, 3, axis=2)
 
         kernel = "einsum" if sequence_lengths is None else attention_kernel.choose_here(
             self.attention_implementation, dtype=self.compute_dtype, head_size=self.head_size,
             return_attention=return_attention, training=bool(training),
             attention_dropout=self.attention_dropout)
-        if query_positions is not None:
-            # A few queries: the einsum, with attention dropout where the full block has it.
-            query, attention_bias = _at_queries(query, attention_bias, query_positions)
-            rows = ops.reshape(_at_positions(x, query_positions), (-1, hidden))
-            seq_len = ops.shape(query_positions)[1]
-            context, probs = self._einsum_attention(
-                query, key, value, attention_bias, training if kernel == "einsum" else False)
-        elif kernel == "einsum":
+        if kernel == "einsum":
             context, probs = self._einsum_attention(query, key, value, attention_bias, training)
         else:
             context, probs = attention_kernel.fused_attention(
@@ -142,7 +129,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         context = ops.reshape(context, (-1, hidden))
 
         attended = self.dropout_layer(self.attention_output_dense(context), training=training)
-        x = self.attention_layer_norm(rows + attended)
+        x = self.attention_layer_norm(x + attended)
         ffn = self.output_dense(self._activation_fn(self.intermediate_dense(x)))
         x = self.output_layer_norm(x + self.dropout_layer(ffn, training=training))
         x = ops.reshape(x, (batch, seq_len, hidden))
@@ -178,21 +165,3 @@ class TransformerEncoderBlock(keras.layers.Layer):
             "initializer_range": self.initializer_range,
             "attention_implementation": self.attention_implementation,
         }
-
-
-def _at_positions(x, positions):
-    """`x` [batch, seq, ...] at `positions` [batch, n]: [batch, n, ...]."""
-    index = positions
-    for _ in range(len(x.shape) - 2):
-        index = ops.expand_dims(index, -1)
-    return ops.take_along_axis(x, index, axis=1)
-
-
-def _at_queries(query, attention_bias, positions):
-    """The queries at `positions`, and the bias rows that go with them: a padding bias
-    [batch, 1, 1, key] serves every query; a causal one [batch, 1, query, key] is cut to them."""
-    query = _at_positions(query, positions)
-    if attention_bias is not None and attention_bias.shape[2] != 1:
-        index = ops.expand_dims(ops.expand_dims(positions, 1), -1)
-        attention_bias = ops.take_along_axis(attention_bias, index, axis=2)
-    return query, attention_bias

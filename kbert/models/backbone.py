@@ -35,9 +35,7 @@ class BertBackbone(keras.Model):
     `output_attentions`. `causal=True` gives the paper's left-to-right ablation: each token
     sees only itself and those before it, and the pooler reads the last real token (the one that
     has seen the whole sequence, as GPT's classifier does) instead of `[CLS]`, which would see
-    only itself. A causal backbone saves as a Hugging Face `is_decoder` model. The pooled token
-    comes from the last block run again at that one position, so a model that reads only
-    `pooled_output` (a classifier) skips the rest of the last block.
+    only itself. A causal backbone saves as a Hugging Face `is_decoder` model.
 
     `attention_implementation` ("auto", "einsum", "fused" or "xla") picks the attention kernel;
     "auto" runs cuDNN's fused attention on the JAX backend on an NVIDIA GPU in bf16/fp16 except
@@ -87,9 +85,10 @@ class BertBackbone(keras.Model):
             attention_implementation, causal=causal, return_attention=output_attentions,
             dtype=embeddings.compute_dtype,
             head_size=config.hidden_size // config.num_heads) != "einsum"
-        x, pooled_token, hidden_states, attention_probs = _encode(
+        x, hidden_states, attention_probs = _encode(
             x, inputs["padding_mask"], blocks, causal, output_attentions, fused)
-        outputs = {"sequence_output": x, "pooled_output": pooler(pooled_token)}
+        outputs = {"sequence_output": x,
+                   "pooled_output": pooler(_pooled_token(x, inputs["padding_mask"], causal))}
         if output_hidden_states:
             outputs["hidden_states"] = hidden_states
         if output_attentions:
@@ -157,37 +156,29 @@ class BertBackbone(keras.Model):
                                      require_weights=True, **kwargs)
 
 
-def _pooled_position(padding_mask, causal):
-    """[batch, 1] int32: where the token the pooler reads sits: `[CLS]` (0), or for a causal
-    model the last real token (any padding pattern; 0 for a row of padding only)."""
-    ops = keras.ops
+def _pooled_token(x, padding_mask, causal):
+    """The hidden state the pooler reads: `[CLS]`'s, or for a causal model the last real
+    token's (one-hot selection, so it works on any padding pattern and symbolic length)."""
     if not causal:
-        return ops.zeros_like(padding_mask[:, :1], dtype="int32")
-    mask = ops.cast(ops.cast(padding_mask, "bool"), "int32")
-    rank = mask * ops.cumsum(ops.ones_like(mask), axis=1)  # position + 1 at real tokens
-    return ops.maximum(ops.max(rank, axis=1, keepdims=True) - 1, 0)
+        return x[:, 0, :]
+    mask = keras.ops.cast(padding_mask, "int32")
+    rank = mask * keras.ops.cumsum(keras.ops.ones_like(mask), axis=1)
+    last = keras.ops.equal(rank, keras.ops.max(rank, axis=1, keepdims=True)) & (mask > 0)
+    return keras.ops.einsum("bs,bsh->bh", keras.ops.cast(last, x.dtype), x)
 
 
 def _encode(x, padding_mask, blocks, causal, output_attentions, fused):
-    """The blocks over the embeddings `x`: (output, pooled token's hidden state, hidden
-    states, attention probabilities).
-
-    The pooled token's state is the last block run again at that one query: the full block's
-    output there is the same, and a model that reads only `pooled_output` (a classifier) then
-    never runs the last block's FFN and attention over the whole sequence: XLA and TensorFlow's
-    graph pruning drop what no output needs.
+    """The blocks over the embeddings `x`: (output, hidden states, attention probabilities).
 
     With `fused`, the blocks get the padding as lengths as well as a bias: each row's real
     tokens are moved first for them and moved back after (see `kbert.layers.attention_kernel`).
     """
-    positions = _pooled_position(padding_mask, causal)
     lengths = restore = None
     if fused:
         order, lengths = kernels.real_tokens_first(padding_mask)
         x = kernels.gather_positions(x, order)
         padding_mask = kernels.gather_positions(padding_mask, order)
         restore = kernels.inverse_order(order)
-        positions = keras.ops.take_along_axis(restore, positions, axis=1)
     bias = attention_bias(padding_mask, causal=causal)
     hidden_states, attention_probs = [x], []
     for block in blocks:
@@ -197,8 +188,6 @@ def _encode(x, padding_mask, blocks, causal, output_attentions, fused):
         else:
             x = block(x, attention_bias=bias, sequence_lengths=lengths)
         hidden_states.append(x)
-    pooled = blocks[-1](hidden_states[-2], attention_bias=bias, sequence_lengths=lengths,
-                        query_positions=positions)[:, 0, :]
     if restore is not None:
         hidden_states = [kernels.gather_positions(h, restore) for h in hidden_states]
-    return hidden_states[-1], pooled, hidden_states, attention_probs
+    return hidden_states[-1], hidden_states, attention_probs

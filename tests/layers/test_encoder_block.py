@@ -101,39 +101,6 @@ def test_causal_mask_hides_the_future():
     assert np.triu(np.asarray(probs)[0, 0], k=1).max() == 0.0
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_output_at_query_positions_is_the_full_blocks_output_there(causal):
-    """The numpy transcription computes every position; asking for a few must give those rows
-    (padding and causal biases, repeated and unordered positions), and gradients must be the
-    full block's with the other rows' output unused."""
-    import tensorflow as tf
-
-    block = TransformerEncoderBlock(num_heads=4, intermediate_size=32, dropout=0.0,
-                                    attention_dropout=0.0)
-    block.build((None, None, 16))
-    rng = np.random.default_rng(3)
-    x = tf.constant(rng.normal(size=(3, 6, 16)).astype("float32"))
-    mask = np.array([[1] * 6, [1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0]], "int32")
-    bias = attention_bias(mask, causal=causal)
-    positions = np.array([[0, 5], [3, 0], [1, 1]], "int32")
-    weights = tf.constant(rng.normal(size=(3, 2, 16)).astype("float32"))
-    for training in (False, True):
-        with tf.GradientTape(persistent=True) as tape:
-            full = block(x, attention_bias=bias, training=training)
-            some = block(x, attention_bias=bias, training=training, query_positions=positions)
-            picked = tf.gather(full, positions, batch_dims=1)
-            losses = tf.reduce_sum(some * weights), tf.reduce_sum(picked * weights)
-        assert some.shape == (3, 2, 16)
-        np.testing.assert_allclose(some.numpy(), picked.numpy(), atol=2e-6)
-        for got, want in zip(tape.gradient(losses[0], block.trainable_weights),
-                             tape.gradient(losses[1], block.trainable_weights)):
-            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
-    if not causal:
-        want = _numpy_block(block, x.numpy().astype("float64"), mask)
-        np.testing.assert_allclose(some.numpy(), np.take_along_axis(
-            want, positions[..., None], axis=1), atol=2e-5)
-
-
 def test_gelu_forms():
     x = np.linspace(-4, 4, 101)
     exact = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
