@@ -23,12 +23,9 @@ def _torch_flops(config, seq, case):
         intermediate_size=config.intermediate_size, num_labels=2, attn_implementation="eager")
     ids = torch.randint(1000, 2000, (2, seq))
     counter = FlopCounterMode(display=False)
-    if case == "infer":
-        model = transformers.BertModel(hf_config, add_pooling_layer=False).eval()
-        with counter, torch.no_grad():
-            model(input_ids=ids)
-    elif case == "classify":
-        model = transformers.BertForSequenceClassification(hf_config).eval()
+    if case in ("infer", "classify"):
+        model = (transformers.BertModel(hf_config, add_pooling_layer=False) if case == "infer"
+                 else transformers.BertForSequenceClassification(hf_config)).eval()
         with counter, torch.no_grad():
             model(input_ids=ids)
     else:
