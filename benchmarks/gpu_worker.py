@@ -59,9 +59,9 @@ def timed_windows(window, sequences, windows):
     return statistics.median(rates), rates
 
 
-def kbert_window(case, config, data, args):
-    """A zero-argument callable: one `fit` (train) or `predict` (infer) over `args.steps`
-    batches of `data`; and the dtype the model computes in."""
+def kbert_model(case, config, data, args):
+    """The compiled kbert model for `case` and its data for `fit` / `predict`: a dict of
+    inputs over `args.steps` batches (and targets and sample weights for training, else None)."""
     import keras
 
     models, optimizer = kbert_module("models"), kbert_module("training.optimizer")
@@ -75,17 +75,26 @@ def kbert_window(case, config, data, args):
     if case == "infer":
         model = models.BertClassifier(backbone, num_classes=2)
         model.compile(jit_compile=True, steps_per_execution=args.steps_per_execution)
-        return (lambda: model.predict(inputs, batch_size=args.batch, verbose=0),
-                backbone.compute_dtype)
+        return model, inputs, None, None
     model = models.BertPretrainer(backbone)
     model.compile(optimizer=optimizer.make_optimizer(1e-4, total_steps=100_000, model=model),
                   jit_compile=True, steps_per_execution=args.steps_per_execution)
     inputs["masked_positions"] = tile(data["masked_positions"])
     targets = {"mlm": tile(data["masked_ids"]), "nsp": tile(data["labels"])}
     weights = {"mlm": tile(data["masked_weights"]), "nsp": np.ones(len(targets["nsp"]))}
-    return (lambda: model.fit(inputs, targets, sample_weight=weights, batch_size=args.batch,
-                              epochs=1, shuffle=False, verbose=0),
-            backbone.compute_dtype)
+    return model, inputs, targets, weights
+
+
+def kbert_window(case, config, data, args):
+    """A zero-argument callable: one `fit` (train) or `predict` (infer) over `args.steps`
+    batches of `data`; and the dtype the model computes in."""
+    model, inputs, targets, weights = kbert_model(case, config, data, args)
+    if case == "infer":
+        window = lambda: model.predict(inputs, batch_size=args.batch, verbose=0)
+    else:
+        window = lambda: model.fit(inputs, targets, sample_weight=weights,
+                                   batch_size=args.batch, epochs=1, shuffle=False, verbose=0)
+    return window, model.backbone.compute_dtype
 
 
 def hf_window(case, config, data, args, compiled):
@@ -212,10 +221,8 @@ def main(argv=None):
             torch.cuda.empty_cache()
 
 
-def parse(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("contestant", choices=CONTESTANTS)
-    parser.add_argument("cases", nargs="+", choices=CASES)
+def add_model_options(parser):
+    """The options that fix the model and its batches (shared with `benchmarks.gpu_profile`)."""
     parser.add_argument("--preset", default="base")
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--seq", type=int, default=128)
@@ -227,6 +234,13 @@ def parse(argv=None):
     parser.add_argument("--attention", default="auto", help="kbert's attention_implementation")
     parser.add_argument("--steps-per-execution", type=int, default=1,
                         help="kbert's compile(steps_per_execution=): batches per compiled call")
+
+
+def parse(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("contestant", choices=CONTESTANTS)
+    parser.add_argument("cases", nargs="+", choices=CASES)
+    add_model_options(parser)
     parser.add_argument("--compile-backend", default="inductor",
                         help="torch.compile's backend for hf_compile")
     parser.add_argument("--matmul-sizes", type=int, nargs="+", default=[2048, 4096, 8192])

@@ -4,6 +4,7 @@ The GPU image has no TensorFlow, so the harness runs here with TensorFlow made u
 (a `sitecustomize` on PYTHONPATH, which every process of the run loads).
 """
 
+import gzip
 import json
 import math
 import os
@@ -111,3 +112,54 @@ def test_matmul_peak_in_bfloat16():
     pytest.importorskip("torch")
     assert flops.best_matmul_gflops("hugging_face", sizes=(64,), seconds=0.01,
                                     dtype="bfloat16") > 0
+
+
+def test_profile_kernel_summary_of_a_known_trace(tmp_path):
+    """Two steps on a GPU stream: kernel time by kind and name per step, and the GPU's busy time
+    as the union of overlapping kernels; host and op-level spans are not counted as kernels."""
+    from benchmarks import gpu_profile
+
+    meta = lambda kind, pid, name, tid=None: {"ph": "M", "name": kind, "pid": pid, "tid": tid,
+                                              "args": {"name": name}}
+    span = lambda name, ts, dur, pid=1, tid=7: {"ph": "X", "name": name, "pid": pid,
+                                                "tid": tid, "ts": ts, "dur": dur}
+    events = [meta("process_name", 1, "/device:GPU:0"), meta("process_name", 2, "/host:CPU"),
+              meta("thread_name", 1, "Stream #14(Compute)", 7),
+              meta("thread_name", 1, "XLA Ops", 8), meta("thread_name", 2, "python3", 9),
+              span("nvjet_sm90_tst_128x160_NNT", 0, 600), span("loop_multiply_fusion", 500, 200),
+              span("cudnn_generated_sdpa_flash_fprop", 1000, 100),
+              span("input_add_reduce_fusion", 2000, 300), span("fusion.3", 0, 999, tid=8),
+              span("$trainer.py predict", 0, 4000, pid=2, tid=9)]
+    path = tmp_path / "trace.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    found = gpu_profile.kernel_summary(str(path), seconds=0.004, steps=2)
+    assert found["ms_per_step_by_kind"] == pytest.approx(
+        {"matmul": 0.3, "elementwise": 0.1, "attention": 0.05, "reduction": 0.15})
+    assert found["gpu_busy_ms_per_step"] == pytest.approx((700 + 100 + 300) / 1000 / 2)
+    assert found["gpu_busy_share"] == pytest.approx(1.1 / 4)
+    assert found["kernels_per_step"] == 2
+    assert found["top_xla_ops_ms_per_step"] == {"fusion.3": pytest.approx(0.4995)}
+    assert found["top_python_ms_per_step"] == {"$trainer.py predict": pytest.approx(2.0)}
+
+
+def test_profile_script_reports_the_keras_loop_and_the_bare_step(tmp_path):
+    pytest.importorskip("jax")
+    out = tmp_path / "profile.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu_profile", "train", "infer", "--preset", "tiny",
+         "--batch", "2", "--seq", "16", "--masked", "3", "--steps", "2", "--windows", "1",
+         "--dtype", "float32", "--out", str(out), "--trace-dir", str(tmp_path / "trace")],
+        env={**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}, cwd=ROOT,
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cases = json.loads(out.read_text())["cases"]
+    assert set(cases) == {"train", "infer"}
+    for report in cases.values():
+        assert report["keras"] > 0 and report["step"] > 0 and report["device"] == "cpu"
+        assert report["keras_overhead_ms_per_batch"] == pytest.approx(
+            1000 * 2 * (1 / report["keras"] - 1 / report["step"]))
+        for trace in ("trace_keras", "trace_step"):  # a CPU has no GPU stream: no kernels
+            assert report[trace]["ms_per_step"] > 0 and report[trace]["kernels_per_step"] == 0
+        assert any("predict" in name or "fit" in name or "step" in name
+                   for name in report["trace_keras"]["top_python_ms_per_step"])

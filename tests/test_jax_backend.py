@@ -55,3 +55,51 @@ def test_forward_and_backward_on_jax(tmp_path):
         {k: np.array(v, "int32") for k, v in x.items()})["sequence_output"]
     jax_out = np.load(tmp_path / "jax.npy")
     assert np.abs(jax_out - np.asarray(tf_out))[:, :4].max() <= 1e-4
+
+
+PREDICT_SCRIPT = textwrap.dedent("""
+    import functools, json
+    import numpy as np
+    import kbert
+    from kbert.layers.encoder_block import TransformerEncoderBlock
+
+    cfg = kbert.BertConfig(vocab_size=60, hidden_size=32, num_layers=2, num_heads=4,
+                           intermediate_size=64, max_position_embeddings=16)
+    calls = []  # Python runs of a block's forward pass (tracing or eager)
+    forward = TransformerEncoderBlock.call
+
+    @functools.wraps(forward)
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return forward(self, *args, **kwargs)
+
+    TransformerEncoderBlock.call = counted
+    found = {}
+    for implementation in ("einsum", "xla"):  # "xla": the lengths path a GPU runs fused
+        model = kbert.BertClassifier(
+            kbert.BertBackbone(cfg, attention_implementation=implementation), num_classes=2)
+        model.compile()
+        ids = np.random.default_rng(0).integers(1, 60, (8, 16)).astype("int32")
+        x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": 1 + 0 * ids}
+        for call in ("first", "second"):
+            calls.clear()
+            model.predict(x, batch_size=4, verbose=0)
+            found[f"{implementation}/{call}"] = len(calls)
+    print(json.dumps(found))
+""")
+
+
+def test_predict_runs_the_compiled_step_alone_on_later_calls():
+    """Keras' JAX `predict` runs a forward pass in Python (eagerly, op by op) to build any
+    layer left unbuilt, on every call that finds one: BERT-base's classifier then predicted
+    at 5,269 sequences/s on an H100 in 20-batch calls where its compiled step alone ran 15,294
+    (`benchmarks/results/gpu/h100-before-predict-fix/profile-base-seq128-batch64.json`). The
+    fused-attention path never calls the attention dropout, and Keras builds a functional
+    model's embeddings through `compute_output_shape`, so both must be built in `build`."""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    result = subprocess.run([sys.executable, "-c", PREDICT_SCRIPT], env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # Each block traced once by the first call (2 blocks), then the compiled step alone.
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {
+        "einsum/first": 2, "einsum/second": 0, "xla/first": 2, "xla/second": 0}

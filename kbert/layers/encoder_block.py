@@ -99,6 +99,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.intermediate_dense.build(seq_shape)
         self.output_dense.build(seq_shape[:-1] + (self.intermediate_size,))
         self.output_layer_norm.build(seq_shape)
+        # Dropouts built here too: a fused-attention block never calls the attention dropout,
+        # and an unbuilt layer makes JAX's `predict` rebuild the model by a forward pass.
+        self.attention_dropout_layer.build(seq_shape[:1] + (self.num_heads,) + seq_shape[1:2] * 2)
+        self.dropout_layer.build(seq_shape)
         self.built = True
 
     def call(self, x, attention_bias=None, sequence_lengths=None, training=None,

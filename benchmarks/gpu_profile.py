@@ -1,0 +1,196 @@
+"""Where kbert's time goes in a GPU step: the Keras loop around the compiled step, and the
+kernels inside it.
+
+For each case of the GPU harness (`train`: the pre-training step; `infer`: the classifier's
+logits), at the harness's sizes and dtype, on Keras' JAX backend:
+- `keras`: sequences/s through `fit` / `predict`, timed as `benchmarks.gpu` times them;
+- `step`: the same compiled step (Keras' `train_step` / `predict_step` under `jax.jit`) called
+  in a Python loop on one batch already on the device. What `fit` / `predict` add around the
+  step (batching, host-to-device copies, callbacks, dispatch) is the difference;
+- `trace`: a JAX profiler trace of one window of each: GPU kernel time per step by kind
+  (matmul, attention, reduction, elementwise, copy), the kernels that take longest, and the
+  share of the window's wall time in which the GPU ran a kernel.
+
+    python3 -m benchmarks.gpu_profile train infer --batch 256 \\
+        --out benchmarks/results/gpu/profile-base-seq128.json --trace-dir /tmp/trace
+"""
+
+import argparse
+import glob
+import gzip
+import json
+import os
+import sys
+import time
+
+from benchmarks import contestants, gpu_worker
+from benchmarks.gpu_worker import kbert_module, timed_windows
+
+KINDS = (  # first match wins: cuDNN's attention kernels have "gemm" in their names too
+    ("attention", ("cudnn", "flash", "fmha", "sdpa")),
+    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "wgmma", "triton_gemm")),
+    ("copy", ("memcpy", "memset", "copy", "transpose")),
+    ("reduction", ("reduce", "reduction")),
+    ("elementwise", ("fusion", "loop", "convert", "add", "multiply", "select")),
+)
+
+
+def kind_of(kernel):
+    name = kernel.lower()
+    return next((kind for kind, marks in KINDS if any(m in name for m in marks)), "other")
+
+
+def compiled_step(model, case, data):
+    """A function `state -> state` running one compiled step on `data` (on the device), and the
+    model's current state."""
+    import jax
+
+    if case == "infer":
+        state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True)
+        predict = jax.jit(model.predict_step)
+
+        def step(state):
+            outputs, _ = predict(state, data)
+            return state, outputs
+
+        return step, state
+    state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
+                                 optimizer_variables=True, metrics_variables=True)
+    train = jax.jit(model.train_step, donate_argnums=0)
+
+    def step(state):
+        logs, state = train(state, data)
+        return state, logs
+
+    return step, state
+
+
+def step_window(step, state, steps):
+    """A zero-argument callable running `steps` compiled steps, returning once they are done."""
+    import jax
+
+    box = [state]
+
+    def window():
+        for _ in range(steps):
+            box[0], outputs = step(box[0])
+        jax.block_until_ready((box[0], outputs))
+
+    return window
+
+
+def traced(window, folder):
+    """Runs `window` under the JAX profiler: its wall seconds and the Chrome trace written (None
+    where the profiler wrote none)."""
+    import jax
+
+    os.makedirs(folder, exist_ok=True)
+    with jax.profiler.trace(folder, create_perfetto_trace=True):
+        start = time.perf_counter()
+        window()
+        seconds = time.perf_counter() - start
+    found = glob.glob(os.path.join(folder, "**", "perfetto_trace.json.gz"), recursive=True)
+    return seconds, found[0] if found else None
+
+
+def kernel_summary(trace_file, seconds, steps, top=25):
+    """GPU kernel milliseconds per step by kind and by kernel, from a Chrome trace."""
+    with gzip.open(trace_file, "rt") as f:
+        events = json.load(f)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    named = lambda what: {(e["pid"], e.get("tid")) if what == "thread_name" else e["pid"]:
+                          e.get("args", {}).get("name", "")
+                          for e in events if e.get("ph") == "M" and e.get("name") == what}
+    processes, threads = named("process_name"), named("thread_name")
+    on_gpu = lambda e: "gpu" in processes.get(e.get("pid"), "").lower()
+    thread = lambda e: threads.get((e.get("pid"), e.get("tid")), "")
+    spans = [e for e in events if e.get("ph") == "X" and on_gpu(e)]
+    kernels = [e for e in spans if "stream" in thread(e).lower()]
+    by_kind = {}
+    for name, ms in _summed_ms(kernels, steps).items():
+        by_kind[kind_of(name)] = by_kind.get(kind_of(name), 0.0) + ms
+    top_ms = lambda spans: dict(sorted(_summed_ms(spans, steps).items(),
+                                       key=lambda kv: -kv[1])[:top])
+    busy, end = 0.0, float("-inf")  # the union of the kernels' intervals, in µs
+    for start, stop in sorted((e["ts"], e["ts"] + e["dur"]) for e in kernels):
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return {
+        "ms_per_step": seconds * 1000 / steps,
+        "gpu_busy_ms_per_step": busy / 1000 / steps,
+        "gpu_busy_share": busy / 1e6 / seconds,
+        "kernels_per_step": len(kernels) / steps,
+        "ms_per_step_by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
+        "top_kernels_ms_per_step": top_ms(kernels),
+        "top_xla_ops_ms_per_step": top_ms([e for e in spans if thread(e) == "XLA Ops"]),
+        "top_python_ms_per_step": top_ms([e for e in events if e.get("ph") == "X"
+                                          and thread(e).startswith("python")]),
+        "gpu_threads": sorted({thread(e) for e in spans}),
+    }
+
+
+def _summed_ms(spans, steps):
+    """Milliseconds per step spent in each span name (inclusive of nested spans)."""
+    summed = {}
+    for e in spans:
+        summed[e["name"]] = summed.get(e["name"], 0.0) + e["dur"] / 1000 / steps
+    return summed
+
+
+def profile(case, config, args):
+    """The report for one case: `fit`/`predict` against the bare compiled step, and traces."""
+    import jax
+
+    data = contestants.random_batch(config, args.batch, args.seq, masked=args.masked)
+    model, inputs, targets, weights = gpu_worker.kbert_model(case, config, data, args)
+    if case == "infer":
+        keras_window = lambda: model.predict(inputs, batch_size=args.batch, verbose=0)
+    else:
+        keras_window = lambda: model.fit(inputs, targets, sample_weight=weights,
+                                         batch_size=args.batch, epochs=1, shuffle=False,
+                                         verbose=0)
+    sequences = args.steps * args.batch
+    keras_rate, keras_rates = timed_windows(keras_window, sequences, args.windows)
+    keras_seconds, keras_trace = traced(keras_window, os.path.join(args.trace_dir,
+                                                                   f"{case}-keras"))
+    one = lambda tree: jax.tree.map(lambda a: jax.device_put(a[:args.batch]), tree)
+    batch = (one(inputs),) if case == "infer" else (one(inputs), one(targets), one(weights))
+    window = step_window(*compiled_step(model, case, batch), args.steps)
+    step_rate, step_rates = timed_windows(window, sequences, args.windows)
+    step_seconds, step_trace = traced(window, os.path.join(args.trace_dir, f"{case}-step"))
+    report = {"case": case, "keras": keras_rate, "keras_windows": keras_rates,
+              "step": step_rate, "step_windows": step_rates,
+              "keras_overhead_ms_per_batch": 1000 * args.batch * (1 / keras_rate - 1 / step_rate),
+              "device": jax.devices()[0].device_kind,
+              "compute_dtype": model.backbone.compute_dtype}
+    for name, seconds, trace in (("keras", keras_seconds, keras_trace),
+                                 ("step", step_seconds, step_trace)):
+        report[f"trace_{name}"] = (kernel_summary(trace, seconds, args.steps) if trace
+                                   else {"error": "the profiler wrote no Chrome trace"})
+    return report
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("cases", nargs="+", choices=("train", "infer"))
+    gpu_worker.add_model_options(parser)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--trace-dir", required=True, help="where the profiler writes")
+    args = parser.parse_args(argv)
+    os.environ["KERAS_BACKEND"] = "jax"  # before Keras loads: the GPU image has no TensorFlow
+    import keras
+
+    config = kbert_module("config").BertConfig.preset(args.preset)
+    result = {"settings": vars(args), "cases": {}}
+    for case in args.cases:
+        result["cases"][case] = report = profile(case, config, args)
+        print(json.dumps({k: v for k, v in report.items() if not k.startswith("trace")}),
+              flush=True)
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+        keras.backend.clear_session()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
