@@ -101,6 +101,46 @@ def test_causal_mask_hides_the_future():
     assert np.triu(np.asarray(probs)[0, 0], k=1).max() == 0.0
 
 
+def test_output_at_a_few_tokens_is_the_full_blocks_output_there():
+    """`query` (the states of a few tokens) must give the full block's rows at those tokens,
+    with padding ([CLS] and other, repeated and unordered positions), in float32 and in bf16
+    compute, and the same gradients as the full block whose other rows go unused; and agree
+    with the numpy transcription."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(3)
+    x = tf.constant(rng.normal(size=(3, 6, 16)).astype("float32"))
+    mask = np.array([[1] * 6, [1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0]], "int32")
+    bias = attention_bias(mask)
+    positions = np.array([[0, 5], [3, 0], [1, 1]], "int32")
+    weights = tf.constant(rng.normal(size=(3, 2, 16)).astype("float32"))
+    for dtype, atol in (("float32", 2e-6), ("mixed_bfloat16", 0.05)):
+        block = TransformerEncoderBlock(num_heads=4, intermediate_size=32, dropout=0.0,
+                                        attention_dropout=0.0, dtype=dtype)
+        block.build((None, None, 16))
+        for training in (False, True):
+            with tf.GradientTape(persistent=True) as tape:
+                full = block(x, attention_bias=bias, training=training)
+                some = block(x, attention_bias=bias, training=training,
+                             query=tf.gather(x, positions, batch_dims=1))
+                picked = tf.gather(full, positions, batch_dims=1)
+                losses = (tf.reduce_sum(tf.cast(some, "float32") * weights),
+                          tf.reduce_sum(tf.cast(picked, "float32") * weights))
+            assert some.shape == (3, 2, 16)
+            np.testing.assert_allclose(np.asarray(some, "float32"),
+                                       np.asarray(picked, "float32"), atol=atol)
+            if dtype == "float32":
+                for got, want in zip(tape.gradient(losses[0], block.trainable_weights),
+                                     tape.gradient(losses[1], block.trainable_weights)):
+                    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+        if dtype == "float32":
+            want = _numpy_block(block, x.numpy().astype("float64"), mask)
+            np.testing.assert_allclose(some.numpy(), np.take_along_axis(
+                want, positions[..., None], axis=1), atol=2e-5)
+    with pytest.raises(ValueError, match="causal bias"):
+        block(x, attention_bias=attention_bias(mask, causal=True), query=x[:, :1])
+
+
 def test_gelu_forms():
     x = np.linspace(-4, 4, 101)
     exact = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
