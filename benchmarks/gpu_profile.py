@@ -29,7 +29,7 @@ from benchmarks.gpu_worker import kbert_module, timed_windows
 KINDS = (  # first match wins: cuDNN's attention kernels have "gemm" in their names too
     ("attention", ("cudnn", "flash", "fmha", "sdpa")),
     ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "wgmma", "triton_gemm")),
-    ("copy", ("memcpy", "memset", "copy", "transpose")),
+    ("copy", ("memcpy", "memset", "copy", "transpose")),  # layout changes count as copies
     ("reduction", ("reduce", "reduction")),
     ("elementwise", ("fusion", "loop", "convert", "add", "multiply", "select")),
 )
@@ -41,8 +41,8 @@ def kind_of(kernel):
 
 
 def compiled_step(model, case, data):
-    """A function `state -> state` running one compiled step on `data` (on the device), and the
-    model's current state."""
+    """A function `state -> (state, outputs)` running one compiled step on `data` (on the
+    device), and the model's current state."""
     import jax
 
     if case == "infer":
