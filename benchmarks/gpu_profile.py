@@ -143,12 +143,7 @@ def profile(case, config, args):
 
     data = contestants.random_batch(config, args.batch, args.seq, masked=args.masked)
     model, inputs, targets, weights = gpu_worker.kbert_model(case, config, data, args)
-    if case == "infer":
-        keras_window = lambda: model.predict(inputs, batch_size=args.batch, verbose=0)
-    else:
-        keras_window = lambda: model.fit(inputs, targets, sample_weight=weights,
-                                         batch_size=args.batch, epochs=1, shuffle=False,
-                                         verbose=0)
+    keras_window = gpu_worker.keras_window(model, case, inputs, targets, weights, args.batch)
     sequences = args.steps * args.batch
     keras_rate, keras_rates = timed_windows(keras_window, sequences, args.windows)
     keras_seconds, keras_trace = traced(keras_window, os.path.join(args.trace_dir,

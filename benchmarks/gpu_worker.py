@@ -85,16 +85,21 @@ def kbert_model(case, config, data, args):
     return model, inputs, targets, weights
 
 
+def keras_window(model, case, inputs, targets, weights, batch):
+    """A zero-argument callable: one `fit` (train) or `predict` (infer) of `model` over the
+    data `kbert_model` gave, in batches of `batch`."""
+    if case == "infer":
+        return lambda: model.predict(inputs, batch_size=batch, verbose=0)
+    return lambda: model.fit(inputs, targets, sample_weight=weights, batch_size=batch,
+                             epochs=1, shuffle=False, verbose=0)
+
+
 def kbert_window(case, config, data, args):
     """A zero-argument callable: one `fit` (train) or `predict` (infer) over `args.steps`
     batches of `data`; and the dtype the model computes in."""
     model, inputs, targets, weights = kbert_model(case, config, data, args)
-    if case == "infer":
-        window = lambda: model.predict(inputs, batch_size=args.batch, verbose=0)
-    else:
-        window = lambda: model.fit(inputs, targets, sample_weight=weights,
-                                   batch_size=args.batch, epochs=1, shuffle=False, verbose=0)
-    return window, model.backbone.compute_dtype
+    return (keras_window(model, case, inputs, targets, weights, args.batch),
+            model.backbone.compute_dtype)
 
 
 def hf_window(case, config, data, args, compiled):
