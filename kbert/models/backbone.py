@@ -35,7 +35,9 @@ class BertBackbone(keras.Model):
     `output_attentions`. `causal=True` gives the paper's left-to-right ablation: each token
     sees only itself and those before it, and the pooler reads the last real token (the one that
     has seen the whole sequence, as GPT's classifier does) instead of `[CLS]`, which would see
-    only itself. A causal backbone saves as a Hugging Face `is_decoder` model.
+    only itself. A causal backbone saves as a Hugging Face `is_decoder` model. Otherwise the
+    pooled `[CLS]` state comes from the last block run again at that one token, so a model that
+    reads only `pooled_output` (a classifier) skips the rest of the last block.
 
     `attention_implementation` ("auto", "einsum", "fused" or "xla") picks the attention kernel;
     "auto" runs cuDNN's fused attention on the JAX backend on an NVIDIA GPU in bf16/fp16 except
@@ -172,8 +174,8 @@ def _encode(x, padding_mask, blocks, causal, output_attentions, fused):
     (`TransformerEncoderBlock(query=...)`): equal to the full block's output there, and a model
     that reads only `pooled_output` (a classifier) then never runs the last block over the
     whole sequence, since XLA and TensorFlow's graph pruning drop what no output needs. On
-    BERT-mini (4 blocks) a classifier's training step ran 1.12-1.18x as fast. A causal model pools
-    its last real token, from the full output.
+    BERT-mini (4 blocks) a classifier's training step ran 1.12-1.18x as fast. A causal model
+    pools its last real token, from the full output.
 
     With `fused`, the blocks get the padding as lengths as well as a bias: each row's real
     tokens are moved first for them and moved back after (see `kbert.layers.attention_kernel`).
