@@ -5,6 +5,8 @@ loop (`benchmarks/quality_hf.py`, `benchmarks/quality_squad_hf.py`) with kbert's
 (AdamW, 10% warmup then linear decay, weight decay 0.01 off LayerNorm/bias, clip 1.0), the same
 epochs, batch, sequence length, doc stride, seed and the same training and evaluation examples
 (the driver's own `subset` calls and seeds, handed to the HF side as example objects).
+Neither side scores the dev split between epochs (kbert's `validate=False`; the HF loop has no
+such pass), so both do the same work: training, then one scoring of dev and test.
 
 Each side runs in its own process (this script with `--side`), so that thread pools and memory
 do not interfere; its "seconds" are measured in that process around fine-tuning + evaluation
@@ -138,7 +140,7 @@ def run_kbert(budget, examples, workdir):
                        weight_decay=budget["weight_decay"], seed=budget["seed"],
                        max_train_examples=budget["max_train_examples"],
                        max_eval_examples=budget["max_eval_examples"], verbose=0,
-                       task_options=_task_options(budget))
+                       validate=False, task_options=_task_options(budget))
     seconds = time.perf_counter() - start
     sizes = {k: v for k, v in metrics["sizes"].items() if k in examples}
     if sizes != {k: len(v) for k, v in examples.items()}:

@@ -93,7 +93,8 @@ def _finetune(args) -> int:
         sequence_length=args.sequence_length, learning_rate=args.learning_rate,
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
         mode=args.mode, seed=args.seed, mixed_precision=args.mixed_precision,
-        attention_sentence=args.attention_images, xla=args.xla)
+        attention_sentence=args.attention_images, xla=args.xla,
+        validate=args.validation)
     _print_metrics(metrics, args.output)
     return 0
 

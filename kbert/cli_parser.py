@@ -194,10 +194,15 @@ def _conll_options(finetune):
 
 
 def _finetune_extras(finetune):
-    """Attention heatmaps, XLA and mixed precision: how the run trains, not what it learns."""
+    """Attention heatmaps, validation, XLA and mixed precision: how the run trains, not what it
+    learns."""
     finetune.add_argument("--attention-images", metavar="SENTENCE",
                           help="write SENTENCE's attention heatmaps to TensorBoard while "
                                "training (OUTPUT/logs/attention)")
+    finetune.add_argument("--validation", action=argparse.BooleanOptionalAction, default=True,
+                          help="score the dev split after every epoch (TensorBoard's validation "
+                               "run; default) or not; the final dev / test scores run either "
+                               "way")
     finetune.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
                           help="compile with XLA or not (batches padded to a multiple of 16). "
                                "Default: kbert chooses: on JAX; on TensorFlow the trimmed "

@@ -255,6 +255,7 @@ def test_pretrain_refuses_a_missing_corpus_before_it_creates_its_folder(tmp_path
     (dict(warmup_fraction=2.0), r"warmup_fraction must be a finite number in \[0, 1\]"),
     (dict(weight_decay=float("nan")), "weight_decay must be a finite number"),
     (dict(seed=-1), "seed must be a non-negative integer"),
+    (dict(validate="no"), "validate must be True or False, got 'no'"),
 ])
 def test_finetune_config_refuses(fields, message):
     with pytest.raises(ValueError, match=message):

@@ -120,6 +120,9 @@ def test_finetune_flags_reach_the_driver(monkeypatch):
         cli.main(["finetune", "--mixed-precision", "int8"])
     assert cli.main(["finetune", "--task", "conll", "--batching", "random"]) == 0
     assert calls[-1]["task_options"] == {"batching": "random"}
+    assert calls[-1]["validate"] is True  # the default: dev scored after every epoch
+    assert cli.main(["finetune", "--no-validation"]) == 0
+    assert calls[-1]["validate"] is False
 
 
 def test_attention_images_are_refused_for_span_tasks(capsys):

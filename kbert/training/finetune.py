@@ -50,6 +50,9 @@ class FinetuneConfig:
     xla: compile with XLA (batches padded to a multiple of 16) or not; None: kbert's choice
       (`kbert.models.xla`: on JAX; on TensorFlow the trimmed batches run without it).
     mixed_precision: None (float32), "bf16" or "fp16" (loss scaling); weights stay float32.
+    validate: the dev split's loss and metrics after every epoch (TensorBoard's validation run);
+      False trains without them (Hugging Face's Trainer default) and leaves the weights and
+      the final dev / test scores as they are.
     """
 
     init: str = "minilm_l6_h384_uncased"
@@ -69,6 +72,7 @@ class FinetuneConfig:
     attention_sentence: str = None
     xla: bool | None = None
     mixed_precision: str = None
+    validate: bool = True
 
     def __post_init__(self):
         """Every setting checked before any work starts (a bool is not a count, NaN is not
@@ -91,6 +95,8 @@ class FinetuneConfig:
             if not _in_range(getattr(self, name), 0, high):
                 raise ValueError(f"{name} must be a finite number in [0, {high}], got "
                                  f"{getattr(self, name)!r}.")
+        if not isinstance(self.validate, bool):
+            raise ValueError(f"validate must be True or False, got {self.validate!r}.")
         if self.mode not in ("finetune", "feature"):
             raise ValueError(f"mode must be 'finetune' or 'feature', got {self.mode!r}.")
 
@@ -100,7 +106,8 @@ class FinetuneConfig:
                 "batch_size": self.batch_size, "sequence_length": sequence_length,
                 "learning_rate": self.peak_learning_rate, "warmup_fraction": self.warmup_fraction,
                 "weight_decay": self.weight_decay, "seed": self.seed,
-                "mixed_precision": dtype_policy(self.mixed_precision), "mode": self.mode}
+                "mixed_precision": dtype_policy(self.mixed_precision), "mode": self.mode,
+                "validate": self.validate}
 
     @property
     def peak_learning_rate(self):
@@ -205,7 +212,7 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
                                  config.seed + (state["step"] if state else 0),
                                  pad_multiple(model))
     validation = (spec.validation_dataset(model, held_out["dev"], config.batch_size)
-                  if "dev" in held_out else None)
+                  if config.validate and "dev" in held_out else None)
     history, train_seconds = _fit(
         model, dataset, plan, state["epoch"] if state else 0,
         _callbacks(config, model, output_dir, total_steps)

@@ -62,6 +62,25 @@ def test_finetune_with_xla_trains_on_padded_lengths(tmp_path):
 
 
 @pytest.mark.slow
+def test_finetune_without_validation_learns_the_same_weights(tmp_path):
+    """Scoring dev between epochs is extra work only: without it the run draws the same
+    batches and dropout masks, so weights, loss and the final scores are equal."""
+    runs = {validate: finetune(toy_task(), init="tiny", output_dir=tmp_path / str(validate),
+                               epochs=2, batch_size=8, sequence_length=16, verbose=0,
+                               validate=validate)
+            for validate in (True, False)}
+    assert (tmp_path / "True/logs/validation").is_dir()
+    assert not (tmp_path / "False/logs/validation").exists()
+    assert runs[True]["final_train_loss"] == runs[False]["final_train_loss"]
+    assert runs[True]["dev"] == runs[False]["dev"] and runs[True]["test"] == runs[False]["test"]
+    assert [runs[v]["settings"]["validate"] for v in (True, False)] == [True, False]
+    weights = [keras.saving.load_model(tmp_path / str(v) / "model.keras").get_weights()
+               for v in (True, False)]
+    for a, b in zip(*weights):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow
 def test_regression_finetune_reports_correlations(tmp_path):
     metrics = finetune(toy_task("regression"), init="tiny", output_dir=tmp_path, steps=2,
                        batch_size=8, sequence_length=16, verbose=0)
