@@ -44,12 +44,14 @@ class TransformerEncoderBlock(keras.layers.Layer):
     them). Without lengths the block runs its einsum with the bias.
 
     `query` [batch, n, hidden], the input states of a few of `x`'s tokens (e.g. `x[:, :1]`),
-    asks for the block's output at those tokens only, [batch, n, hidden]: keys and values come
-    from all of `x`, and attention for n queries, the output projection, the FFN and the
-    LayerNorms run on n rows. The backbone computes its pooled `[CLS]` state this way, as the
-    Model Garden's `output_range` does, so a model that reads only `pooled_output` never runs
-    the last block over the whole sequence. It takes a padding bias ([batch, 1, 1, key]), not
-    a causal one.
+    asks for the block's output at those tokens as well: the call returns `(output,
+    output_at_query)`, the second [batch, n, hidden] computed from the keys and values the full
+    output uses, with attention for n queries, the output projection, the FFN and the
+    LayerNorms on n rows. The backbone computes its pooled `[CLS]` state this way, as the Model
+    Garden's `output_range` does: a model that reads only `pooled_output` never runs the last
+    block's attention and FFN over the whole sequence (only its key/value projection), and one
+    that reads both projects keys and values once. It takes a padding bias ([batch, 1, 1,
+    key]), not a causal one, and not `return_attention`.
 
     >>> block = TransformerEncoderBlock(num_heads=4, intermediate_size=64)
     >>> block(ops.zeros((2, 7, 16))).shape
@@ -115,34 +117,41 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
     def call(self, x, attention_bias=None, sequence_lengths=None, training=None,
              return_attention=False, query=None):
-        if query is not None:
-            return self._call_at(query, x, attention_bias, training)
+        if query is not None and (return_attention or attention_bias is not None
+                                  and attention_bias.shape[2] != 1):
+            raise ValueError("`query` takes a padding bias [batch, 1, 1, key] (a causal bias "
+                             "depends on the query) and no `return_attention`; got a bias of "
+                             f"shape {getattr(attention_bias, 'shape', None)}, "
+                             f"return_attention={return_attention}.")
         batch, seq_len = ops.shape(x)[0], ops.shape(x)[1]
         hidden = self.num_heads * self.head_size
-        # Rows of [batch·seq, hidden] outside attention: the gradients of the biases and
-        # LayerNorms then sum over one axis, which XLA on a CPU runs about twice as fast as
-        # the same sum over [batch, seq].
-        x = ops.reshape(x, (-1, hidden))
-        query, key, value = self._query_key_value(x, batch, seq_len)
-
         kernel = "einsum" if sequence_lengths is None else attention_kernel.choose_here(
             self.attention_implementation, dtype=self.compute_dtype, head_size=self.head_size,
             return_attention=return_attention, training=bool(training),
             attention_dropout=self.attention_dropout)
+        # Rows of [batch·seq, hidden] outside attention: the gradients of the biases and
+        # LayerNorms then sum over one axis, which XLA on a CPU runs about twice as fast as
+        # the same sum over [batch, seq].
+        rows = ops.reshape(x, (-1, hidden))
+        q, k, v = self._query_key_value(rows, batch, seq_len)
         if kernel == "einsum":
-            context, probs = self._einsum_attention(query, key, value, attention_bias, training)
+            context, probs = self._einsum_attention(q, k, v, attention_bias, training)
         else:
             context, probs = attention_kernel.fused_attention(
-                query, key, value, sequence_lengths, kernel), None
-        x = self._feed_forward(x, ops.reshape(context, (-1, hidden)), training)
-        x = ops.reshape(x, (batch, seq_len, hidden))
-        return (x, probs) if return_attention else x
+                q, k, v, sequence_lengths, kernel), None
+        out = self._feed_forward(rows, ops.reshape(context, (-1, hidden)), training)
+        out = ops.reshape(out, (batch, seq_len, hidden))
+        if query is not None:
+            return out, self._output_at(query, k, v, attention_bias, training)
+        return (out, probs) if return_attention else out
 
     def _query_key_value(self, rows, batch, seq_len):
         """[batch·seq, hidden] → three [batch, seq, heads, head_size] tensors; the einsums
         contract over heads in place (only training re-lays the values out). Unstacked, not
         sliced: TensorFlow without XLA back-propagates each slice as a full-size zero tensor
-        with the slice scattered in (a sixth of a BERT-mini step), an unstack as one stack."""
+        with the slice scattered in (a sixth of a BERT-mini step), an unstack as one stack.
+        (Three matmuls on thirds of the kernel, each output contiguous as cuDNN takes it,
+        were no faster on an H100: `benchmarks/results/gpu/qkv-separate-infer.json`.)"""
         qkv = ops.reshape(self.qkv_dense(rows),
                           (batch, seq_len, 3, self.num_heads, self.head_size))
         return ops.unstack(qkv, 3, axis=2)
@@ -154,22 +163,17 @@ class TransformerEncoderBlock(keras.layers.Layer):
         ffn = self.output_dense(self._activation_fn(self.intermediate_dense(rows)))
         return self.output_layer_norm(rows + self.dropout_layer(ffn, training=training))
 
-    def _call_at(self, query, x, attention_bias, training):
-        """The block's output at the tokens whose states are `query` (see the class doc).
+    def _output_at(self, states, key, value, attention_bias, training):
+        """The block's output [batch, n, hidden] at the tokens whose input states are `states`
+        [batch, n, hidden], attending to the full call's `key` and `value`.
 
         Attention for a few queries is a broadcast product and a sum, not a batched matmul:
         oneDNN's AMX batched matmul, which TensorFlow runs for an einsum outside XLA, crashed
         the process now and then at one query (SIGSEGV in `brgemm_matmul_t`, on an Intel Xeon
         with AMX), and at one query a matmul gains nothing."""
-        if attention_bias is not None and attention_bias.shape[2] != 1:
-            raise ValueError("`query` takes a padding bias [batch, 1, 1, key]; a causal bias "
-                             f"(here of shape {attention_bias.shape}) depends on the query.")
-        batch, n, hidden = ops.shape(query)[0], ops.shape(query)[1], query.shape[-1]
-        rows = ops.reshape(query, (-1, hidden))
-        query = self._query_key_value(rows, batch, n)[0]
-        _, key, value = self._query_key_value(ops.reshape(x, (-1, hidden)), batch,
-                                              ops.shape(x)[1])
-        query = query * (1.0 / math.sqrt(self.head_size))
+        batch, n, hidden = ops.shape(states)[0], ops.shape(states)[1], states.shape[-1]
+        rows = ops.reshape(states, (-1, hidden))
+        query = self._query_key_value(rows, batch, n)[0] * (1.0 / math.sqrt(self.head_size))
         scores = ops.sum(query[:, :, None] * key[:, None], axis=-1)  # [batch, n, key, heads]
         if attention_bias is not None:  # [batch, 1, 1, key] → [batch, 1, key, 1]
             scores = scores + ops.cast(attention_bias[:, :, 0, :, None], scores.dtype)

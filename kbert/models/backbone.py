@@ -170,12 +170,13 @@ def _encode(x, padding_mask, blocks, causal, output_attentions, fused):
     """The blocks over the embeddings `x`: (output, the state the pooler reads, hidden states,
     attention probabilities).
 
-    The pooler reads `[CLS]`'s state, computed by the last block again at that one query
-    (`TransformerEncoderBlock(query=...)`): equal to the full block's output there, and a model
-    that reads only `pooled_output` (a classifier) then never runs the last block over the
-    whole sequence, since XLA and TensorFlow's graph pruning drop what no output needs. On
-    BERT-mini (4 blocks) a classifier's training step ran 1.12-1.18x as fast. A causal model
-    pools its last real token, from the full output.
+    The pooler reads `[CLS]`'s state, which the last block computes a second time at that one
+    query (`TransformerEncoderBlock(query=...)`) from the keys and values of its full call:
+    equal to the full output's first row, and a model that reads only `pooled_output` (a
+    classifier) then never runs the last block's attention and FFN over the whole sequence,
+    since XLA and TensorFlow's graph pruning drop what no output needs. On BERT-mini (4 blocks)
+    a classifier's training step ran 1.12-1.18x as fast. A causal model pools its last real
+    token, and a call that returns attention maps `[CLS]`'s row, from the full output.
 
     With `fused`, the blocks get the padding as lengths as well as a bias: each row's real
     tokens are moved first for them and moved back after (see `kbert.layers.attention_kernel`).
@@ -187,21 +188,23 @@ def _encode(x, padding_mask, blocks, causal, output_attentions, fused):
         padding_mask = kernels.gather_positions(padding_mask, order)
         restore = kernels.inverse_order(order)
     bias = attention_bias(padding_mask, causal=causal)
-    hidden_states, attention_probs = [x], []
-    for block in blocks:
+    hidden_states, attention_probs, pooled = [x], [], None
+    for i, block in enumerate(blocks):
         if output_attentions:
             x, probs = block(x, attention_bias=bias, return_attention=True)
             attention_probs.append(probs)
+        elif i == len(blocks) - 1 and not causal:
+            first = (x[:, :1] if restore is None  # [CLS], wherever the fused path put it
+                     else kernels.gather_positions(x, restore[:, :1]))
+            x, at_first = block(x, attention_bias=bias, sequence_lengths=lengths, query=first)
+            pooled = at_first[:, 0]
         else:
             x = block(x, attention_bias=bias, sequence_lengths=lengths)
         hidden_states.append(x)
-    if not causal:
-        last_input = hidden_states[-2]
-        first = (last_input[:, :1] if restore is None  # [CLS], wherever the fused path put it
-                 else kernels.gather_positions(last_input, restore[:, :1]))
-        pooled = blocks[-1](last_input, attention_bias=bias, query=first)[:, 0]
     if restore is not None:
         hidden_states = [kernels.gather_positions(h, restore) for h in hidden_states]
     if causal:
         pooled = _last_real_token(hidden_states[-1], padding_mask)
+    elif pooled is None:  # attention maps asked for: [CLS]'s row of the full output
+        pooled = hidden_states[-1][:, 0]
     return hidden_states[-1], pooled, hidden_states, attention_probs

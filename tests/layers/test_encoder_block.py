@@ -104,8 +104,8 @@ def test_causal_mask_hides_the_future():
 def test_output_at_a_few_tokens_is_the_full_blocks_output_there():
     """`query` (the states of a few tokens) must give the full block's rows at those tokens,
     with padding ([CLS] and other, repeated and unordered positions), in float32 and in bf16
-    compute, and the same gradients as the full block whose other rows go unused; and agree
-    with the numpy transcription."""
+    compute, and the same gradients as the full output's rows there; and agree with the numpy
+    transcription. Keys and values are projected once for both outputs."""
     import tensorflow as tf
 
     rng = np.random.default_rng(3)
@@ -118,15 +118,18 @@ def test_output_at_a_few_tokens_is_the_full_blocks_output_there():
         block = TransformerEncoderBlock(num_heads=4, intermediate_size=32, dropout=0.0,
                                         attention_dropout=0.0, dtype=dtype)
         block.build((None, None, 16))
+        projected = []  # the rows of every input to the fused q/k/v projection
+        project = block.qkv_dense.call
+        block.qkv_dense.call = lambda rows, **kw: projected.append(rows.shape[0]) or project(rows)
         for training in (False, True):
             with tf.GradientTape(persistent=True) as tape:
-                full = block(x, attention_bias=bias, training=training)
-                some = block(x, attention_bias=bias, training=training,
-                             query=tf.gather(x, positions, batch_dims=1))
+                full, some = block(x, attention_bias=bias, training=training,
+                                   query=tf.gather(x, positions, batch_dims=1))
                 picked = tf.gather(full, positions, batch_dims=1)
                 losses = (tf.reduce_sum(tf.cast(some, "float32") * weights),
                           tf.reduce_sum(tf.cast(picked, "float32") * weights))
-            assert some.shape == (3, 2, 16)
+            assert some.shape == (3, 2, 16) and projected == [3 * 6, 3 * 2]
+            projected.clear()
             np.testing.assert_allclose(np.asarray(some, "float32"),
                                        np.asarray(picked, "float32"), atol=atol)
             if dtype == "float32":
@@ -139,6 +142,8 @@ def test_output_at_a_few_tokens_is_the_full_blocks_output_there():
                 want, positions[..., None], axis=1), atol=2e-5)
     with pytest.raises(ValueError, match="causal bias"):
         block(x, attention_bias=attention_bias(mask, causal=True), query=x[:, :1])
+    with pytest.raises(ValueError, match="no `return_attention`"):
+        block(x, attention_bias=bias, query=x[:, :1], return_attention=True)
 
 
 def test_gelu_forms():
