@@ -36,8 +36,8 @@ class BertBackbone(keras.Model):
     sees only itself and those before it, and the pooler reads the last real token (the one that
     has seen the whole sequence, as GPT's classifier does) instead of `[CLS]`, which would see
     only itself. A causal backbone saves as a Hugging Face `is_decoder` model. Otherwise the
-    pooled `[CLS]` state comes from the last block run again at that one token, so a model that
-    reads only `pooled_output` (a classifier) skips the rest of the last block.
+    pooled `[CLS]` state comes from the last block's output computed apart at that one token, so
+    a model that reads only `pooled_output` (a classifier) skips the rest of the last block.
 
     `attention_implementation` ("auto", "einsum", "fused" or "xla") picks the attention kernel;
     "auto" runs cuDNN's fused attention on the JAX backend on an NVIDIA GPU in bf16/fp16 except
@@ -170,8 +170,7 @@ def _encode(x, padding_mask, blocks, causal, output_attentions, fused):
     """The blocks over the embeddings `x`: (output, the state the pooler reads, hidden states,
     attention probabilities).
 
-    The pooler reads `[CLS]`'s state, which the last block computes a second time at that one
-    query (`TransformerEncoderBlock(query=...)`) from the keys and values of its full call:
+    The pooler reads `[CLS]`'s state, which the last block computes apart at that one query (`TransformerEncoderBlock(query=...)`) from the keys and values of its full call:
     equal to the full output's first row, and a model that reads only `pooled_output` (a
     classifier) then never runs the last block's attention and FFN over the whole sequence,
     since XLA and TensorFlow's graph pruning drop what no output needs. On BERT-mini (4 blocks)
