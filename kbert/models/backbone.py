@@ -170,9 +170,10 @@ def _encode(x, padding_mask, blocks, causal, output_attentions, fused):
     """The blocks over the embeddings `x`: (output, the state the pooler reads, hidden states,
     attention probabilities).
 
-    The pooler reads `[CLS]`'s state, which the last block computes apart at that one query (`TransformerEncoderBlock(query=...)`) from the keys and values of its full call:
-    equal to the full output's first row, and a model that reads only `pooled_output` (a
-    classifier) then never runs the last block's attention and FFN over the whole sequence,
+    The pooler reads `[CLS]`'s state, which the last block computes apart at that one query
+    (`TransformerEncoderBlock(query=...)`) from the keys and values of its full call: equal to
+    the full output's first row, and a model that reads only `pooled_output` (a classifier)
+    then never runs the last block's attention and FFN over the whole sequence,
     since XLA and TensorFlow's graph pruning drop what no output needs. On BERT-mini (4 blocks)
     a classifier's training step ran 1.12-1.18x as fast. A causal model pools its last real
     token, and a call that returns attention maps `[CLS]`'s row, from the full output.
