@@ -107,7 +107,7 @@ def parse(argv=None):
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16",
                                                                 "float32"])
     parser.add_argument("--attention", default="auto",
-                        help="kbert's attention_implementation (auto, einsum, fused, xla)")
+                        help="kbert's attention_implementation (auto, einsum, fused, xla, flash)")
     parser.add_argument("--steps-per-execution", type=int, default=1,
                         help="kbert's compile(steps_per_execution=): batches per compiled call "
                              "(Keras' default 1; fit and predict then return to Python after "

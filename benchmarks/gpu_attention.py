@@ -1,13 +1,17 @@
-"""kbert's fused attention against its einsum on this device: the same outputs, and how fast.
+"""kbert's fused or flash attention against its einsum on this device: the same outputs, and
+how fast.
 
 On Keras' JAX backend, builds the backbone twice with the same weights, once with
-`attention_implementation="einsum"` and once with the fused kernel (cuDNN on a CUDA GPU, JAX's
-`xla` form elsewhere), and runs both on one batch whose rows have padding of varied lengths
-(one row's mask has holes, which the backbone reorders). Reports the largest difference of the
-outputs on real tokens, the relative difference of every gradient (a loss on real tokens), and
-the time of a jitted forward + backward pass of each.
+`attention_implementation="einsum"` and once with the other kernel (cuDNN on a CUDA GPU, JAX's
+`xla` form elsewhere, or kbert's `flash`), and runs both on one batch whose rows have padding of
+varied lengths (one row's mask has holes, which the backbone reorders). Reports the largest
+difference of the outputs on real tokens, the relative difference of every gradient (a loss on
+real tokens), and the time of a jitted training forward + backward pass of each. The fused
+kernels run without dropout (the einsum then too); `flash` with the paper's dropout, which it
+draws as the einsum does (so no row with holes: reordering would move the mask's indices).
 
     KERAS_BACKEND=jax python -m benchmarks.gpu_attention         # base, batch 64, bf16
+    python -m benchmarks.gpu_attention --implementation flash     # with the attention dropout
     python -m benchmarks.gpu_attention --smoke --out /tmp/a.json  # tiny, float32: any machine
 """
 
@@ -21,14 +25,15 @@ import numpy as np
 from benchmarks.gpu_worker import kbert_module
 
 
-def batch(config, size, seq, seed=0):
-    """Token ids and a padding mask: real lengths from a quarter of `seq` to all of it, and in
-    the last row real tokens scattered among padding."""
+def batch(config, size, seq, seed=0, holes=True):
+    """Token ids and a padding mask: real lengths from a quarter of `seq` to all of it, and
+    with `holes`, in the last row real tokens scattered among padding."""
     rng = np.random.default_rng(seed)
     lengths = rng.integers(seq // 4, seq + 1, size)
     mask = (np.arange(seq)[None] < lengths[:, None]).astype("int32")
-    mask[-1] = rng.random(seq) < 0.6
-    mask[-1, 0] = 1  # [CLS] is real, as every packer makes it
+    if holes:
+        mask[-1] = rng.random(seq) < 0.6
+        mask[-1, 0] = 1  # [CLS] is real, as every packer makes it
     ids = rng.integers(1000, config.vocab_size, (size, seq)).astype("int32") * mask
     return {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
 
@@ -39,8 +44,10 @@ def run(implementation, config, inputs, args):
     import keras
 
     models, kernels = kbert_module("models"), kbert_module("layers.attention_kernel")
-    ran, fused = set(), kernels.fused_attention
+    flash_module = kbert_module("layers.flash_attention")
+    ran, fused, flash = set(), kernels.fused_attention, flash_module.flash_attention
     kernels.fused_attention = lambda *a: ran.add(a[-1]) or fused(*a)
+    flash_module.flash_attention = lambda *a, **k: ran.add("flash") or flash(*a, **k)
     keras.utils.set_random_seed(0)  # the same weights for both implementations
     model = models.BertBackbone(config, attention_implementation=implementation)
     real = inputs["padding_mask"].astype(bool)
@@ -61,7 +68,7 @@ def run(implementation, config, inputs, args):
         _, grads = step(trainable)
     jax.block_until_ready(grads)
     seconds = (time.perf_counter() - start) / args.repeats
-    kernels.fused_attention = fused
+    kernels.fused_attention, flash_module.flash_attention = fused, flash
     out = np.asarray(model(inputs)["sequence_output"], "float32")[real]
     return out, [np.asarray(g, "float32") for g in grads], seconds, sorted(ran)
 
@@ -76,10 +83,12 @@ def main(argv=None):
     kernels = kbert_module("layers.attention_kernel")
     implementation = args.implementation or (
         "fused" if kernels.current_device() == "cuda" else "xla")
-    # No dropout: both passes must compute the same function.
-    config = kbert_module("config").BertConfig.preset(args.preset, hidden_dropout=0.0,
-                                                       attention_dropout=0.0)
-    inputs = batch(config, args.batch, args.seq)
+    # Both passes must compute the same function: the fused kernels have no dropout, flash
+    # draws the einsum's.
+    flash = implementation == "flash"
+    config = kbert_module("config").BertConfig.preset(
+        args.preset, **({} if flash else {"hidden_dropout": 0.0, "attention_dropout": 0.0}))
+    inputs = batch(config, args.batch, args.seq, holes=not flash)
     out, grads, seconds, _ = run("einsum", config, inputs, args)
     out_f, grads_f, seconds_f, ran = run(implementation, config, inputs, args)
     report = {
@@ -103,7 +112,7 @@ def parse(argv=None):
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16",
                                                                 "float32"])
-    parser.add_argument("--implementation", choices=["fused", "xla"], default=None,
+    parser.add_argument("--implementation", choices=["fused", "xla", "flash"], default=None,
                         help="default: fused on a CUDA GPU, xla elsewhere")
     parser.add_argument("--repeats", type=int, default=20, help="timed passes of each")
     parser.add_argument("--smoke", action="store_true", help="tiny, float32, 2 repeats")

@@ -12,17 +12,23 @@ import pytest
 ROOT = Path(__file__).parents[1]
 
 
-def test_smoke_check_compares_the_fused_path_with_the_einsum(tmp_path):
+@pytest.mark.parametrize("implementation", ["xla", "flash"])
+def test_smoke_check_compares_the_kernel_with_the_einsum(tmp_path, implementation):
+    """xla: JAX's form of the fused call, no dropout; flash: kbert's kernels (interpreted
+    here), with the paper's dropout on both sides."""
     pytest.importorskip("jax")
     out = tmp_path / "attention.json"
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    extra = [] if implementation == "xla" else ["--implementation", "flash"]
     done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_attention", "--smoke",
-                           "--out", str(out)], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+                           "--out", str(out), *extra], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert (report["device"], report["implementation"], report["ran"]) == ("cpu", "xla", ["xla"])
+    assert (report["device"], report["implementation"], report["ran"]) == (
+        "cpu", implementation, [implementation])
     # float32, the same weights: equal up to the order of float32 sums.
     assert report["max_abs_diff_sequence_output"] < 1e-5
     assert report["max_relative_grad_diff"] < 1e-5
-    assert set(report["step_ms"]) == {"einsum", "xla"} and min(report["step_ms"].values()) > 0
+    assert set(report["step_ms"]) == {"einsum", implementation}
+    assert min(report["step_ms"].values()) > 0

@@ -1,6 +1,6 @@
 """Which attention kernel a block runs: the one place kbert chooses by backend and device.
 
-Two kernels compute the same attention. `einsum` is kbert's own (two einsums around a float32
+Three kernels compute the same attention. `einsum` is kbert's own (two einsums around a float32
 softmax, an additive bias for the mask): every backend runs it, it applies the paper's attention
 dropout and it can return the probabilities. `fused` is cuDNN's flash attention through
 `jax.nn.dot_product_attention(implementation="cudnn")` with the padding given as per-row
@@ -8,6 +8,10 @@ lengths: on one H100 at BERT-base shapes (batch 256, sequence 128, bf16) one lay
 forward and backward, took 0.54 ms against the einsum's 0.94 ms (0.76 ms with cuDNN and a bias,
 0.73 ms with a boolean mask). `xla` is that same call with `implementation=None`, which JAX runs
 on any device: it tests the fused path's masking on a CPU and is there for a user who wants it.
+`flash` is kbert's own flash attention (`kbert.layers.flash_attention`, Pallas kernels that
+Triton compiles on an NVIDIA GPU): it takes the same lengths, never writes the probabilities to
+memory, and keeps the paper's attention dropout, drawing the einsum's own mask. Elsewhere it
+runs in Pallas' interpreter, which is exact and slow (for tests).
 
 `attention_implementation` (on `BertBackbone` and `TransformerEncoderBlock`) picks one:
 
@@ -22,6 +26,10 @@ on any device: it tests the fused path's masking on a CPU and is there for a use
   `return_attention`, which keep the einsum). Choosing one is also choosing to train without
   attention dropout: the hidden dropout still applies. Refused where it cannot run (another
   backend; `fused` without a CUDA GPU or in float32).
+- `"flash"`: the flash kernel where the mask allows it and the sequence length is a multiple of
+  16 (the tiles'; kbert's XLA batches are padded to one), dropout included. Refused on
+  another backend, for a head size other than 16, 32, 64 or 128, and on a GPU in float32 (its
+  matmuls would run in TF32). "auto" does not choose it yet: it has not been timed on a GPU.
 
 Lengths describe a padding mask only when the real tokens come first in every row (a prefix
 mask, what every kbert preprocessor packs). The backbone makes any mask one: it moves each row's
@@ -31,13 +39,14 @@ with a key mask does not depend on the order of the keys, so the result is exact
 prefix mask the move is the identity (two gathers per step, far below a layer's attention).
 """
 
-IMPLEMENTATIONS = ("auto", "einsum", "fused", "xla")
+IMPLEMENTATIONS = ("auto", "einsum", "fused", "xla", "flash")
+FLASH_HEAD_SIZES = (16, 32, 64, 128)  # powers of two: the Triton tiles' widths
 _HALF_PRECISION = ("bfloat16", "float16")  # what cuDNN's flash attention computes in
 
 
 def choose_attention(implementation="auto", *, backend, device, dtype, head_size, causal=False,
                      return_attention=False, training=False, attention_dropout=0.0):
-    """The kernel to run, `"einsum"`, `"fused"` or `"xla"`, for a block in this setting.
+    """The kernel to run, `"einsum"`, `"fused"`, `"xla"` or `"flash"`, for a block here.
 
     `backend` is Keras' backend name, `device` the JAX platform (`current_device()`: "cuda",
     "rocm", "tpu" or "cpu"; None off JAX), `dtype` the block's compute dtype.
@@ -66,6 +75,12 @@ def choose_attention(implementation="auto", *, backend, device, dtype, head_size
     if implementation == "fused" and dtype not in _HALF_PRECISION:
         raise ValueError(f"attention_implementation='fused' needs bfloat16 or float16 "
                          f"(cuDNN's flash attention), not {dtype!r}.")
+    if implementation == "flash" and head_size not in FLASH_HEAD_SIZES:
+        raise ValueError(f"attention_implementation='flash' takes a head size in "
+                         f"{FLASH_HEAD_SIZES}, not {head_size}.")
+    if implementation == "flash" and device == "cuda" and dtype not in _HALF_PRECISION:
+        raise ValueError(f"attention_implementation='flash' on a GPU needs bfloat16 or "
+                         f"float16 (float32 matmuls would run in TF32), not {dtype!r}.")
     return implementation
 
 

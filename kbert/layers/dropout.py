@@ -31,19 +31,30 @@ def _mix(h):
     return ops.bitwise_xor(h, ops.right_shift(h, 16))
 
 
-def random_bits(like, seed):
-    """uint32 bits shaped like the tensor `like`, a keyed hash of each element's flat index.
+def hash_keys(seed):
+    """The two uint32 keys of `hash_bits`, from `seed`: two integers (a `SeedGenerator` state).
 
-    `seed` is two integers (a `SeedGenerator` state). Two keys come from it: the first shifts
-    the index before one mixing round, the second is xor-ed in before the next, so calls whose
-    first key differs by d do not repeat each other's bits d elements apart.
+    The first shifts the index before one mixing round, the second is xor-ed in before the
+    next, so calls whose first key differs by d do not repeat each other's bits d elements
+    apart.
     """
     seed = ops.cast(seed, "uint32")
     first = _mix(ops.add(_mix(seed[1]), ops.multiply(seed[0], ops.cast(_GOLDEN, "uint32"))))
     second = _mix(ops.add(first, ops.cast(_GOLDEN, "uint32")))
-    index = ops.reshape(ops.arange(ops.size(like), dtype="int32"), ops.shape(like))
-    index = ops.cast(index, "uint32")
+    return first, second
+
+
+def hash_bits(index, first, second):
+    """32 random bits for each uint32 `index` under the keys: what `random_bits` gives the
+    element at that flat index (the flash attention kernel draws its dropout with it)."""
     return _mix(ops.bitwise_xor(_mix(ops.add(index, first)), second))
+
+
+def random_bits(like, seed):
+    """uint32 bits shaped like the tensor `like`, a keyed hash of each element's flat index
+    under the keys `hash_keys(seed)`."""
+    index = ops.reshape(ops.arange(ops.size(like), dtype="int32"), ops.shape(like))
+    return hash_bits(ops.cast(index, "uint32"), *hash_keys(seed))
 
 
 def dropped(x, seed, threshold, scale):

@@ -129,6 +129,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
             self.attention_implementation, dtype=self.compute_dtype, head_size=self.head_size,
             return_attention=return_attention, training=bool(training),
             attention_dropout=self.attention_dropout)
+        if kernel == "flash" and not (isinstance(seq_len, int) and seq_len % 16 == 0):
+            kernel = "einsum"  # the flash tiles need it; also Keras' symbolic shape pass
         # Rows of [batch·seq, hidden] outside attention: the gradients of the biases and
         # LayerNorms then sum over one axis, which XLA on a CPU runs about twice as fast as
         # the same sum over [batch, seq].
@@ -136,6 +138,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         q, k, v = self._query_key_value(rows, batch, seq_len)
         if kernel == "einsum":
             context, probs = self._einsum_attention(q, k, v, attention_bias, training)
+        elif kernel == "flash":
+            context, probs = self._flash_attention(q, k, v, sequence_lengths, training), None
         else:
             context, probs = attention_kernel.fused_attention(
                 q, k, v, sequence_lengths, kernel), None
@@ -200,6 +204,15 @@ class TransformerEncoderBlock(keras.layers.Layer):
         else:
             context = ops.einsum("bhqk,bkhd->bqhd", dropped, value)
         return context, probs
+
+    def _flash_attention(self, query, key, value, lengths, training):
+        """kbert's flash kernel, with the attention dropout drawn from this block's own seed
+        generator: the mask the einsum path would draw at this call."""
+        from kbert.layers.flash_attention import flash_attention
+
+        rate = self.attention_dropout if training else 0.0
+        seed = self.attention_dropout_layer.seed_generator.next() if rate > 0 else None
+        return flash_attention(query, key, value, lengths, rate=rate, seed=seed)
 
     def get_config(self):
         return {

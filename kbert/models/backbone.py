@@ -39,7 +39,7 @@ class BertBackbone(keras.Model):
     pooled `[CLS]` state comes from the last block's output computed apart at that one token, so
     a model that reads only `pooled_output` (a classifier) skips the rest of the last block.
 
-    `attention_implementation` ("auto", "einsum", "fused" or "xla") picks the attention kernel;
+    `attention_implementation` ("auto", "einsum", "fused", "xla" or "flash") picks the kernel;
     "auto" runs cuDNN's fused attention on the JAX backend on an NVIDIA GPU in bf16/fp16 except
     when training with attention dropout, and kbert's einsum everywhere else (the TensorFlow
     backend included). `kbert.layers.attention_kernel` has the rules and the reasons.

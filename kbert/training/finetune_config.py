@@ -1,0 +1,100 @@
+"""`FinetuneConfig`: every setting of one fine-tuning run, checked before any work starts."""
+
+import dataclasses
+import math
+import numbers
+
+from kbert.training.precision import dtype_policy
+
+
+@dataclasses.dataclass
+class FinetuneConfig:
+    """The settings of one fine-tuning run (the task's own options go to its spec).
+
+    init: pretrained checkpoint dir or weights preset; a size preset ("mini", ...) for random
+      weights; "random:<checkpoint>" for random weights of that checkpoint's shape.
+    epochs, steps: train `steps` steps if given, else `epochs` passes over the train split.
+    sequence_length: the packed length (default: the task's, 128; SQuAD 384).
+    learning_rate: peak rate (default 5e-5; 1e-3 with mode="feature", where only a head trains).
+    max_train_examples: a random train subset of this size (chosen with `seed`).
+    max_eval_examples: score at most this many dev / test examples (a fixed subset).
+    mode: "finetune" (all weights) or "feature" (frozen BERT, last four layers into a BiLSTM).
+    attention_sentence: a text whose attention heatmaps go to TensorBoard while training.
+    xla: compile with XLA (batches padded to a multiple of 16) or not; None: kbert's choice
+      (`kbert.models.xla`: on JAX; on TensorFlow the trimmed batches run without it).
+    mixed_precision: None (float32), "bf16" or "fp16" (loss scaling); weights stay float32.
+    validate: the dev split's loss and metrics after every epoch (TensorBoard's validation run);
+      False trains without them (Hugging Face's Trainer default) and leaves the weights and
+      the final dev / test scores as they are.
+    """
+
+    init: str = "minilm_l6_h384_uncased"
+    output_dir: str = "runs/finetune"
+    epochs: int = 3
+    steps: int = None
+    batch_size: int = 32
+    sequence_length: int = None
+    learning_rate: float = None
+    max_train_examples: int = None
+    max_eval_examples: int = None
+    mode: str = "finetune"
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    seed: int = 0
+    verbose: int = 1
+    attention_sentence: str = None
+    xla: bool | None = None
+    mixed_precision: str = None
+    validate: bool = True
+
+    def __post_init__(self):
+        """Every setting checked before any work starts (a bool is not a count, NaN is not
+        a rate); the model's own limits are checked by `_checked_spec`."""
+        counts = ("steps", "batch_size", "max_train_examples", "max_eval_examples",
+                  "sequence_length") + (("epochs",) if self.steps is None else ())
+        for name in counts:
+            value = getattr(self, name)
+            if value is not None and not _is_count(value):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        if self.steps is None and self.epochs is None:
+            raise ValueError("Give a positive number of epochs or steps.")
+        if not _is_count(self.seed, minimum=0):
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}.")
+        if self.learning_rate is not None and not _in_range(self.learning_rate, 0, math.inf) \
+                or self.learning_rate == 0:
+            raise ValueError(f"learning_rate must be positive and finite, got "
+                             f"{self.learning_rate!r}.")
+        for name, high in (("warmup_fraction", 1), ("weight_decay", math.inf)):
+            if not _in_range(getattr(self, name), 0, high):
+                raise ValueError(f"{name} must be a finite number in [0, {high}], got "
+                                 f"{getattr(self, name)!r}.")
+        if not isinstance(self.validate, bool):
+            raise ValueError(f"validate must be True or False, got {self.validate!r}.")
+        if self.mode not in ("finetune", "feature"):
+            raise ValueError(f"mode must be 'finetune' or 'feature', got {self.mode!r}.")
+
+    def settings(self, spec, sequence_length, total_steps):
+        """The settings a run records (metrics.json, run.json)."""
+        return {"epochs": self.epochs if self.steps is None else 1, "steps": total_steps,
+                "batch_size": self.batch_size, "sequence_length": sequence_length,
+                "learning_rate": self.peak_learning_rate, "warmup_fraction": self.warmup_fraction,
+                "weight_decay": self.weight_decay, "seed": self.seed,
+                "mixed_precision": dtype_policy(self.mixed_precision), "mode": self.mode,
+                "validate": self.validate}
+
+    @property
+    def peak_learning_rate(self):
+        if self.learning_rate is not None:
+            return self.learning_rate
+        return 1e-3 if self.mode == "feature" else 5e-5
+
+
+def _is_count(value, minimum=1):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and \
+        value >= minimum
+
+
+def _in_range(value, low, high):
+    """A real number (not a bool), finite, in [low, high]."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and \
+        math.isfinite(value) and low <= value <= high
