@@ -107,6 +107,21 @@ def choose_here(implementation="auto", **setting):
     return choose_attention(implementation, backend=backend, device=device, **setting)
 
 
+def runnable_here(implementation, **setting):
+    """`implementation`, or "auto" with a warning where `choose_here` refuses it: a model saved
+    with a kernel named for another machine (fused or flash on a GPU) still loads, e.g. on
+    TensorFlow to be exported. At inference every kernel computes the same function."""
+    import warnings
+
+    try:
+        choose_here(implementation, **setting)
+    except ValueError as error:
+        warnings.warn(f"{error} Loading with attention_implementation='auto' instead.",
+                      stacklevel=2)
+        return "auto"
+    return implementation
+
+
 def real_tokens_first(padding_mask):
     """`(order, lengths)`: per row, the positions of the real tokens in order, then those of
     the padding (`order` [batch, seq], for `gather_positions`), and the count of real tokens

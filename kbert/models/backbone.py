@@ -133,10 +133,16 @@ class BertBackbone(keras.Model):
 
     @classmethod
     def from_config(cls, config):
+        """The constructor refuses a kernel that cannot run here; a saved model that names one
+        loads with "auto" instead (`attention_kernel.runnable_here`)."""
         config = dict(config)
-        config["config"] = BertConfig.from_dict(config["config"])
+        config["config"] = bert_config = BertConfig.from_dict(config["config"])
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        policy = keras.dtype_policies.get(config.get("dtype") or keras.config.dtype_policy())
+        config["attention_implementation"] = kernels.runnable_here(
+            config.get("attention_implementation", "auto"), dtype=policy.compute_dtype,
+            head_size=bert_config.hidden_size // bert_config.num_heads)
         return cls(**config)
 
     @classmethod

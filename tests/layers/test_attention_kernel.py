@@ -212,3 +212,57 @@ def test_lengths_path_in_bfloat16_stays_within_its_precision(jax_runs):
 def test_einsum_where_lengths_cannot_serve(jax_runs, name):
     """A CPU in "auto", a causal mask and returned probabilities all keep the einsum."""
     assert jax_runs[1][name] == []
+
+
+SAVE_ON_JAX = textwrap.dedent("""
+    import sys
+    import keras, numpy as np
+    from kbert.config import BertConfig
+    from kbert.models import BertBackbone
+
+    keras.utils.set_random_seed(0)
+    model = BertBackbone(BertConfig.preset("tiny", vocab_size=500, max_position_embeddings=16),
+                         attention_implementation="flash")
+    ids = np.random.default_rng(0).integers(5, 500, (3, 16)).astype("int32")
+    mask = (np.arange(16)[None] < np.array([[16], [7], [2]])).astype("int32")
+    x = {"token_ids": ids * mask, "segment_ids": 0 * ids, "padding_mask": mask}
+    out = model.predict_on_batch(x)
+    model.save(sys.argv[1] + "/model.keras")
+    np.savez(sys.argv[1] + "/io.npz", **x, **{k: np.asarray(v) for k, v in out.items()})
+""")
+
+LOAD_ON_TENSORFLOW = textwrap.dedent("""
+    import sys, warnings
+    import keras, numpy as np
+    import kbert  # registers kbert's classes for Keras' loader
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = keras.saving.load_model(sys.argv[1] + "/model.keras")
+    saved = np.load(sys.argv[1] + "/io.npz")
+    x = {k: saved[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    out = model.predict_on_batch(x)
+    real = x["padding_mask"].astype(bool)
+    print(keras.backend.backend(), model.attention_implementation,
+          float(np.abs(out["sequence_output"] - saved["sequence_output"])[real].max()),
+          float(np.abs(out["pooled_output"] - saved["pooled_output"]).max()),
+          any("Loading with attention_implementation='auto'" in str(w.message) for w in caught))
+""")
+
+
+def test_a_model_saved_with_the_flash_kernel_loads_and_runs_on_tensorflow(tmp_path):
+    """Trained on a GPU with an explicit kernel, served from TensorFlow: the saved model loads
+    (in a new process, on the other backend) with "auto", says so, and computes the same."""
+    pytest.importorskip("jax", reason="the JAX backend test needs jax (in the test extra)")
+    saved = subprocess.run([sys.executable, "-c", SAVE_ON_JAX, str(tmp_path)],
+                           env={**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"},
+                           capture_output=True, text=True, timeout=600)
+    assert saved.returncode == 0, saved.stderr[-3000:]
+    loaded = subprocess.run([sys.executable, "-c", LOAD_ON_TENSORFLOW, str(tmp_path)],
+                            env={**os.environ, "KERAS_BACKEND": "tensorflow"},
+                            capture_output=True, text=True, timeout=600)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    backend, implementation, seq_diff, pooled_diff, warned = \
+        loaded.stdout.strip().splitlines()[-1].split()
+    assert (backend, implementation, warned) == ("tensorflow", "auto", "True")
+    assert float(seq_diff) < 1e-4 and float(pooled_diff) < 1e-4
