@@ -66,7 +66,7 @@ def _pretrain(args) -> int:
         learning_rate=args.learning_rate, optimizer=args.optimizer,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         mixed_precision=args.mixed_precision, jit_compile=args.xla,
-        checkpoint_every=args.checkpoint_every, strategy=args.strategy,
+        checkpoint_every=args.checkpoint_every, strategy=args.strategy, attention=args.attention,
         whole_word=args.whole_word, nsp=not args.no_nsp, causal=args.causal, seed=args.seed,
         profile_batches=args.profile_batches)
     lm = "next_token" if args.causal else "mlm"  # what the LM head's accuracy counts
@@ -94,7 +94,7 @@ def _finetune(args) -> int:
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
         mode=args.mode, seed=args.seed, mixed_precision=args.mixed_precision,
         attention_sentence=args.attention_images, xla=args.xla,
-        validate=args.validation)
+        validate=args.validation, attention=args.attention)
     _print_metrics(metrics, args.output)
     return 0
 

@@ -6,10 +6,16 @@ part of the library."""
 import argparse
 
 from kbert.cli_config import add_config_options
+from kbert.layers.attention_kernel import IMPLEMENTATIONS
 from kbert.cli_types import (batch_range, finite_float, non_negative_int, positive_float,
                              positive_int)
 
 FORMATS = ("huggingface", "google", "keras_hub")
+
+
+ATTENTION_HELP = ("the attention kernel (kbert.layers.attention_kernel). Default auto: cuDNN's "
+                  "on an NVIDIA GPU under JAX, except in training with attention dropout; the "
+                  "einsum elsewhere. flash (JAX) keeps the dropout")
 
 
 def build_parser(runs) -> argparse.ArgumentParser:
@@ -109,6 +115,8 @@ def _pretrain_parser(commands):
     pretrain.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
                           help="compile train steps with XLA or not. Default: kbert chooses: "
                                "on, except for bf16/fp16 on a CPU and several replicas")
+    pretrain.add_argument("--attention", choices=IMPLEMENTATIONS, default="auto",
+                          help=ATTENTION_HELP)
     pretrain.add_argument("--checkpoint-every", type=non_negative_int, default=1000)
     pretrain.add_argument("--strategy", default=None,
                           help="TensorFlow: default, mirrored, multi_worker (from TF_CONFIG), "
@@ -194,8 +202,8 @@ def _conll_options(finetune):
 
 
 def _finetune_extras(finetune):
-    """Attention heatmaps, validation, XLA and mixed precision: how the run trains, not what it
-    learns."""
+    """Attention heatmaps, validation, XLA, the attention kernel and mixed precision: how the
+    run trains, not what it learns."""
     finetune.add_argument("--attention-images", metavar="SENTENCE",
                           help="write SENTENCE's attention heatmaps to TensorBoard while "
                                "training (OUTPUT/logs/attention)")
@@ -207,6 +215,8 @@ def _finetune_extras(finetune):
                           help="compile with XLA or not (batches padded to a multiple of 16). "
                                "Default: kbert chooses: on JAX; on TensorFlow the trimmed "
                                "batches run without it")
+    finetune.add_argument("--attention", choices=IMPLEMENTATIONS, default="auto",
+                          help=ATTENTION_HELP)
     finetune.add_argument("--mixed-precision", choices=("bf16", "fp16"),
                           help="compute in bfloat16 (on a CPU, without XLA: faster on the "
                                "AMD EPYC measured, slower on the Intel Xeon without AMX; see "

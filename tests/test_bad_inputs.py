@@ -230,6 +230,7 @@ def test_metrics_json_that_is_not_an_object(tmp_path):
     (dict(weight_decay=float("inf")), r"weight_decay must be a number in \[0, inf\]"),
     (dict(sequence_length=100_000), "sequence_length 100000 is longer than the model's 512"),
     (dict(bert_config=BertConfig(**SMALL), sequence_length=17), "model's 16 positions"),
+    (dict(attention="cudnn"), "attention must be one of .*'flash'.*, got 'cudnn'"),
 ])
 def test_pretrain_config_refuses(fields, message):
     with pytest.raises(ValueError, match=message):
@@ -256,6 +257,7 @@ def test_pretrain_refuses_a_missing_corpus_before_it_creates_its_folder(tmp_path
     (dict(weight_decay=float("nan")), "weight_decay must be a finite number"),
     (dict(seed=-1), "seed must be a non-negative integer"),
     (dict(validate="no"), "validate must be True or False, got 'no'"),
+    (dict(attention="Flash"), "attention must be one of .*'flash'.*, got 'Flash'"),
 ])
 def test_finetune_config_refuses(fields, message):
     with pytest.raises(ValueError, match=message):

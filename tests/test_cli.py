@@ -123,6 +123,18 @@ def test_finetune_flags_reach_the_driver(monkeypatch):
     assert calls[-1]["validate"] is True  # the default: dev scored after every epoch
     assert cli.main(["finetune", "--no-validation"]) == 0
     assert calls[-1]["validate"] is False
+    assert calls[-1]["attention"] == "auto"  # kbert's choice by backend and device
+    assert cli.main(["finetune", "--attention", "flash"]) == 0
+    assert calls[-1]["attention"] == "flash"
+
+
+def test_pretrain_attention_flag_reaches_the_driver(monkeypatch):
+    calls = []
+    monkeypatch.setattr(pretrain_module, "pretrain",
+                        lambda *args, **kwargs: calls.append(kwargs) or {"mlm_accuracy": 0.1})
+    assert cli.main(["pretrain", "--steps", "1"]) == 0
+    assert cli.main(["pretrain", "--steps", "1", "--attention", "einsum"]) == 0
+    assert [c["attention"] for c in calls] == ["auto", "einsum"]
 
 
 def test_attention_images_are_refused_for_span_tasks(capsys):

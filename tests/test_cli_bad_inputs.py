@@ -114,6 +114,9 @@ CASES = [
     ("pretrain --steps 5 --causal --whole-word --output {t}/ltr_out",
      "--causal trains a left-to-right LM on every next token; --whole-word and"),
     ("evaluate {t}/not_a_run", r"not_a_run/run.json does not hold a JSON object"),
+    # a kernel that this backend cannot run (flash is JAX's), named before any training
+    ("finetune --preset tiny --steps 1 --attention flash --output {t}/flash_out",
+     "attention_implementation='flash' needs the JAX backend; Keras runs on 'tensorflow'"),
     ("convert {t}/layers {t}/out --to google",
      r"layers/config.json: num_hidden_layers must be a positive integer of at most 256"),
     ("convert {t}/eps {t}/out --to google", r"eps/config.json: layer_norm_eps must be a finite"),
@@ -157,6 +160,7 @@ def test_bad_flags_and_files_end_in_one_error_line(tmp_path):
             out.strip().splitlines()[-1])):
         _one_error_line(code, stderr, command, message)
     assert not (tmp_path / "pretrain_out").exists() and not (tmp_path / "out").exists()
+    assert not (tmp_path / "flash_out").exists()
     assert [p.name for p in (tmp_path / "keep").iterdir()] == ["notes.txt"]
     assert not any((tmp_path / "served").glob("[0-9]*"))
 

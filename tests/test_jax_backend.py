@@ -104,3 +104,31 @@ def test_predict_runs_the_compiled_step_alone_on_later_calls():
     # pooled state); later calls run the compiled step alone.
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {
         "einsum/first": 2, "einsum/second": 0, "xla/first": 2, "xla/second": 0}
+
+
+def test_finetune_with_the_flash_kernel_on_jax_then_evaluate_on_tensorflow(tmp_path):
+    """A user's GPU flow, run on this CPU (the kernels interpreted): `kbert finetune
+    --attention flash` under JAX trains with the paper's attention dropout and records the
+    kernel; `kbert evaluate` in a new TensorFlow process loads the run and scores the same
+    examples to the same accuracy."""
+    kbert_cli = [sys.executable, "-m", "kbert.cli"]
+    run = tmp_path / "flash_run"
+    common = ["--max-eval-examples", "24"]
+    trained = subprocess.run(
+        kbert_cli + ["finetune", "--preset", "tiny", "--steps", "4", "--batch-size", "8",
+                     "--max-train-examples", "32", "--sequence-length", "32", "--attention",
+                     "flash", "--no-validation", "--output", str(run), *common],
+        env={**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"},
+        capture_output=True, text=True, timeout=900)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["settings"]["attention"] == "flash"
+    assert np.isfinite(metrics["final_train_loss"])
+    evaluated = subprocess.run(
+        kbert_cli + ["evaluate", str(run), "--split", "test", *common],
+        env={**os.environ, "KERAS_BACKEND": "tensorflow"}, capture_output=True, text=True,
+        timeout=900)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "Loading with attention_implementation='auto'" in evaluated.stderr
+    scored = json.loads((run / "eval_test" / "metrics.json").read_text())
+    assert scored["examples"] == 24 and scored["accuracy"] == metrics["test"]["accuracy"]

@@ -4,6 +4,7 @@ import dataclasses
 import math
 import numbers
 
+from kbert.layers.attention_kernel import IMPLEMENTATIONS
 from kbert.training.precision import dtype_policy
 
 
@@ -26,6 +27,7 @@ class FinetuneConfig:
     validate: the dev split's loss and metrics after every epoch (TensorBoard's validation run);
       False trains without them (Hugging Face's Trainer default) and leaves the weights and
       the final dev / test scores as they are.
+    attention: the backbone's `attention_implementation` (`kbert.layers.attention_kernel`).
     """
 
     init: str = "minilm_l6_h384_uncased"
@@ -46,6 +48,7 @@ class FinetuneConfig:
     xla: bool | None = None
     mixed_precision: str = None
     validate: bool = True
+    attention: str = "auto"
 
     def __post_init__(self):
         """Every setting checked before any work starts (a bool is not a count, NaN is not
@@ -70,6 +73,9 @@ class FinetuneConfig:
                                  f"{getattr(self, name)!r}.")
         if not isinstance(self.validate, bool):
             raise ValueError(f"validate must be True or False, got {self.validate!r}.")
+        if self.attention not in IMPLEMENTATIONS:
+            raise ValueError(f"attention must be one of {IMPLEMENTATIONS}, got "
+                             f"{self.attention!r}.")
         if self.mode not in ("finetune", "feature"):
             raise ValueError(f"mode must be 'finetune' or 'feature', got {self.mode!r}.")
 
@@ -80,7 +86,7 @@ class FinetuneConfig:
                 "learning_rate": self.peak_learning_rate, "warmup_fraction": self.warmup_fraction,
                 "weight_decay": self.weight_decay, "seed": self.seed,
                 "mixed_precision": dtype_policy(self.mixed_precision), "mode": self.mode,
-                "validate": self.validate}
+                "validate": self.validate, "attention": self.attention}
 
     @property
     def peak_learning_rate(self):

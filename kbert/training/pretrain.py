@@ -122,7 +122,7 @@ def build_model(config, strategy):
     with strategy.scope():
         backbone, tokenizer = load_backbone_and_tokenizer(
             config.model_name, dtype=config.policy, vocabulary=config.vocabulary,
-            causal=config.causal)
+            causal=config.causal, attention_implementation=config.attention)
         return BertPretrainer(backbone, use_nsp=config.nsp), tokenizer
 
 

@@ -6,6 +6,7 @@ import numbers
 import os
 
 from kbert.config import BertConfig
+from kbert.layers.attention_kernel import IMPLEMENTATIONS
 from kbert.text.masking import default_max_predictions
 from kbert.training.optimizer import OPTIMIZERS
 from kbert.training.precision import dtype_policy
@@ -36,6 +37,7 @@ class PretrainConfig:
       ablation), short_seq_prob: the masking and pairing of the data. `causal` trains a
       left-to-right LM instead (a causal backbone, every position predicting the next token;
       with nsp=False, the paper's LTR ablation); masking settings do not apply to it.
+    attention: the backbone's `attention_implementation` (`kbert.layers.attention_kernel`).
     heldout_documents: documents held out (default 5% up to 500); `eval_examples` pairs scored.
     log_every: batches between TensorBoard step logs; `profile_batches` a batch or a (first,
       last) pair, counted from this call's first batch, traced with the TensorFlow profiler.
@@ -69,6 +71,7 @@ class PretrainConfig:
     max_predictions: int | None = None
     nsp: bool = True
     causal: bool = False
+    attention: str = "auto"
     short_seq_prob: float = 0.1
     heldout_documents: int | None = None
     eval_examples: int = 2048
@@ -101,6 +104,9 @@ class PretrainConfig:
                                           or not 0 < self.clipnorm < math.inf):
             raise ValueError(f"clipnorm must be positive and finite, or None, got "
                              f"{self.clipnorm!r}.")
+        if self.attention not in IMPLEMENTATIONS:
+            raise ValueError(f"attention must be one of {IMPLEMENTATIONS}, got "
+                             f"{self.attention!r}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}.")
         if self.corpus_format not in CORPUS_FORMATS:
