@@ -284,7 +284,7 @@ def _small_checkpoint(tmp_path):
 def test_a_failed_finetune_leaves_no_directory_it_created(tmp_path, monkeypatch):
     """The failure is injected once the output directory exists (TensorBoard's logs/ in it),
     as when training runs out of memory: without the cleanup the directory stays."""
-    def fail(init, dtype=None):
+    def fail(*args, **kwargs):
         (output / "logs" / "train").mkdir(parents=True, exist_ok=True)
         raise RuntimeError("training failed")
 
