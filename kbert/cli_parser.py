@@ -6,9 +6,9 @@ part of the library."""
 import argparse
 
 from kbert.cli_config import add_config_options
-from kbert.layers.attention_kernel import IMPLEMENTATIONS
 from kbert.cli_types import (batch_range, finite_float, non_negative_int, positive_float,
                              positive_int)
+from kbert.layers.attention_kernel import IMPLEMENTATIONS
 
 FORMATS = ("huggingface", "google", "keras_hub")
 

@@ -44,6 +44,14 @@ FLASH_HEAD_SIZES = (16, 32, 64, 128)  # powers of two: the Triton tiles' widths
 _HALF_PRECISION = ("bfloat16", "float16")  # what cuDNN's flash attention computes in
 
 
+def check_implementation(implementation, name="attention_implementation"):
+    """`implementation`, once it is one of `IMPLEMENTATIONS` (`name`: the setting, for the
+    error)."""
+    if implementation not in IMPLEMENTATIONS:
+        raise ValueError(f"{name} must be one of {IMPLEMENTATIONS}, got {implementation!r}.")
+    return implementation
+
+
 def choose_attention(implementation="auto", *, backend, device, dtype, head_size, causal=False,
                      return_attention=False, training=False, attention_dropout=0.0):
     """The kernel to run, `"einsum"`, `"fused"`, `"xla"` or `"flash"`, for a block here.
@@ -56,9 +64,7 @@ def choose_attention(implementation="auto", *, backend, device, dtype, head_size
     >>> choose_attention(backend="jax", device="cuda", dtype="bfloat16", head_size=64)
     'fused'
     """
-    if implementation not in IMPLEMENTATIONS:
-        raise ValueError(f"attention_implementation must be one of {IMPLEMENTATIONS}, "
-                         f"not {implementation!r}.")
+    check_implementation(implementation)
     if implementation == "einsum" or causal or return_attention:
         return "einsum"  # probabilities, or a mask that lengths cannot express
     if implementation == "auto":

@@ -62,10 +62,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
                  attention_dropout=0.1, layer_norm_eps=1e-12, initializer_range=0.02,
                  attention_implementation="auto", **kwargs):
         super().__init__(**kwargs)
-        if attention_implementation not in attention_kernel.IMPLEMENTATIONS:
-            raise ValueError(f"attention_implementation must be one of "
-                             f"{attention_kernel.IMPLEMENTATIONS}, not "
-                             f"{attention_implementation!r}.")
+        attention_kernel.check_implementation(attention_implementation)
         self.num_heads = num_heads
         self.intermediate_size = intermediate_size
         self.activation = activation

@@ -4,7 +4,7 @@ import dataclasses
 import math
 import numbers
 
-from kbert.layers.attention_kernel import IMPLEMENTATIONS
+from kbert.layers.attention_kernel import check_implementation
 from kbert.training.precision import dtype_policy
 
 
@@ -73,9 +73,7 @@ class FinetuneConfig:
                                  f"{getattr(self, name)!r}.")
         if not isinstance(self.validate, bool):
             raise ValueError(f"validate must be True or False, got {self.validate!r}.")
-        if self.attention not in IMPLEMENTATIONS:
-            raise ValueError(f"attention must be one of {IMPLEMENTATIONS}, got "
-                             f"{self.attention!r}.")
+        check_implementation(self.attention, "attention")
         if self.mode not in ("finetune", "feature"):
             raise ValueError(f"mode must be 'finetune' or 'feature', got {self.mode!r}.")
 

@@ -6,7 +6,7 @@ import numbers
 import os
 
 from kbert.config import BertConfig
-from kbert.layers.attention_kernel import IMPLEMENTATIONS
+from kbert.layers.attention_kernel import check_implementation
 from kbert.text.masking import default_max_predictions
 from kbert.training.optimizer import OPTIMIZERS
 from kbert.training.precision import dtype_policy
@@ -104,9 +104,7 @@ class PretrainConfig:
                                           or not 0 < self.clipnorm < math.inf):
             raise ValueError(f"clipnorm must be positive and finite, or None, got "
                              f"{self.clipnorm!r}.")
-        if self.attention not in IMPLEMENTATIONS:
-            raise ValueError(f"attention must be one of {IMPLEMENTATIONS}, got "
-                             f"{self.attention!r}.")
+        check_implementation(self.attention, "attention")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}.")
         if self.corpus_format not in CORPUS_FORMATS:
