@@ -1,5 +1,5 @@
-"""argparse value types of the `kbert` command: each refuses a bad value at parse time with a
-message that says what the option takes."""
+"""argparse value types of the `kbert` command, each refusing a bad value at parse time with a
+message that says what the option takes, and `subcommand`, how every subcommand is declared."""
 
 import argparse
 import math
@@ -53,3 +53,10 @@ def batch_range(text):
     if len(numbers) not in (1, 2) or min(numbers) < 1:
         raise argparse.ArgumentTypeError(f"expected FIRST,LAST batch numbers, got {text!r}")
     return numbers[0] if len(numbers) == 1 else numbers
+
+
+def subcommand(commands, name, help, description, examples):
+    """A `kbert` subcommand whose --help shows `description` and then `examples`, as written."""
+    return commands.add_parser(
+        name, help=help, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=description, epilog="examples:\n" + examples)
