@@ -10,7 +10,10 @@ Keras' own (`optimizer="keras"`), the one its users would reach for.
 
 Cases:
   train     backbone + 2-class classifier on the pooled output, one AdamW step
-  infer     the encoder's sequence_output, no gradients
+  infer     the encoder's sequence_output, no gradients: a model with that one output (kbert's
+            `BertFeatureExtractor` of the last layer; keras-hub's backbone cut to it), since a
+            backbone's own `predict` also computes the pooled output (kbert's runs its last
+            block a second time at [CLS] for it, 2-3% of a mini step on a 2-core CPU)
   classify  the 2-class classifier's logits from the pooled output, no gradients (what a
             served sentence classifier computes)
   pretrain  MLM at 20 masked positions (+ NSP where the package has it), one AdamW step
@@ -90,7 +93,7 @@ def kbert_step(case, config, batch, seq, xla=None, dtype=None):
     with no speed flags, as a user writes it (`kbert.models.xla` chooses)."""
     import keras
 
-    from kbert import BertBackbone, BertClassifier, BertPretrainer
+    from kbert import BertBackbone, BertClassifier, BertFeatureExtractor, BertPretrainer
 
     keras.utils.set_random_seed(0)
     speed = {} if xla is None else {"jit_compile": xla}
@@ -99,8 +102,9 @@ def kbert_step(case, config, batch, seq, xla=None, dtype=None):
     data = random_batch(config, batch, seq)
     backbone = BertBackbone(config, dtype=dtype)
     if case == "infer":
-        backbone.compile(**speed)
-        return Step(lambda: backbone.predict_on_batch(data["inputs"])["sequence_output"], batch)
+        model = BertFeatureExtractor(backbone, layers=-1)
+        model.compile(**speed)
+        return Step(lambda: model.predict_on_batch(data["inputs"]), batch)
     if case == "classify":
         model = BertClassifier(backbone, num_classes=2)
         model.compile(**speed)
