@@ -10,8 +10,12 @@ real tokens), and the time of a jitted training forward + backward pass of each.
 kernels run without dropout (the einsum then too); `flash` with the paper's dropout, which it
 draws as the einsum does (so no row with holes: reordering would move the mask's indices).
 
+`--tiles` times flash at several tile sizes in the same run (each checked against the einsum
+too), for choosing `kbert.layers.flash_attention.FORWARD_BLOCKS` and `BACKWARD_BLOCK`.
+
     KERAS_BACKEND=jax python -m benchmarks.gpu_attention         # base, batch 64, bf16
     python -m benchmarks.gpu_attention --implementation flash     # with the attention dropout
+    python -m benchmarks.gpu_attention --implementation flash --tiles 128x128/32 64x64/64
     python -m benchmarks.gpu_attention --smoke --out /tmp/a.json  # tiny, float32: any machine
 """
 
@@ -93,16 +97,54 @@ def main(argv=None):
     out_f, grads_f, seconds_f, ran = run(implementation, config, inputs, args)
     report = {
         "device": kernels.current_device(), "implementation": implementation, "ran": ran,
-        "settings": vars(args), "max_abs_diff_sequence_output": float(np.abs(out_f - out).max()),
-        "max_relative_grad_diff": max(float(np.linalg.norm(f - e) / (np.linalg.norm(e) or 1))
-                                      for f, e in zip(grads_f, grads)),
+        "settings": vars(args), **_differences(out_f, grads_f, out, grads),
         "step_ms": {"einsum": seconds * 1e3, implementation: seconds_f * 1e3}}
+    if args.tiles:
+        report["tiles"] = _tile_runs(config, inputs, args, out, grads)
     print(json.dumps(report))
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             json.dump(report, f, indent=1)
     return report
+
+
+def _differences(out_f, grads_f, out, grads):
+    """The largest difference on real tokens and the largest relative gradient difference."""
+    return {"max_abs_diff_sequence_output": float(np.abs(out_f - out).max()),
+            "max_relative_grad_diff": max(float(np.linalg.norm(f - e) / (np.linalg.norm(e) or 1))
+                                          for f, e in zip(grads_f, grads))}
+
+
+def _tile_runs(config, inputs, args, out, grads):
+    """Flash at each of `args.tiles` ((block_q, block_k), backward block): time and equality
+    with the einsum's `out` and `grads`. The module's tile constants are read when a step is
+    traced, so each new model's jitted step takes the sizes set before it."""
+    flash_module = kbert_module("layers.flash_attention")
+    default = flash_module.FORWARD_BLOCKS, flash_module.BACKWARD_BLOCK
+    runs = []
+    try:
+        for forward, backward in args.tiles:
+            flash_module.FORWARD_BLOCKS, flash_module.BACKWARD_BLOCK = forward, backward
+            out_f, grads_f, seconds, _ = run("flash", config, inputs, args)
+            runs.append({"forward": list(forward), "backward": backward,
+                         "step_ms": seconds * 1e3, **_differences(out_f, grads_f, out, grads)})
+    finally:
+        flash_module.FORWARD_BLOCKS, flash_module.BACKWARD_BLOCK = default
+    return runs
+
+
+def tiles(text):
+    """argparse type: "QxK/B", the forward tile (queries x keys) and the backward block."""
+    try:
+        forward, backward = text.split("/")
+        block_q, block_k = forward.split("x")
+        sizes = int(block_q), int(block_k), int(backward)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected QxK/B, e.g. 128x128/32, got {text!r}")
+    if any(size not in (16, 32, 64, 128) for size in sizes):
+        raise argparse.ArgumentTypeError(f"tile sizes are 16, 32, 64 or 128, got {text!r}")
+    return sizes[:2], sizes[2]
 
 
 def parse(argv=None):
@@ -115,9 +157,14 @@ def parse(argv=None):
     parser.add_argument("--implementation", choices=["fused", "xla", "flash"], default=None,
                         help="default: fused on a CUDA GPU, xla elsewhere")
     parser.add_argument("--repeats", type=int, default=20, help="timed passes of each")
+    parser.add_argument("--tiles", nargs="+", type=tiles, default=[], metavar="QxK/B",
+                        help="with flash: also time these tile sizes (forward queries x keys, "
+                             "backward block), e.g. 128x128/32 64x64/64")
     parser.add_argument("--smoke", action="store_true", help="tiny, float32, 2 repeats")
     parser.add_argument("--out", default=None, help="JSON file for the report")
     args = parser.parse_args(argv)
+    if args.tiles and args.implementation != "flash":
+        parser.error("--tiles sizes kbert's flash kernel: give --implementation flash")
     if args.smoke:
         args.preset, args.batch, args.seq, args.dtype, args.repeats = "tiny", 4, 32, "float32", 2
     return args

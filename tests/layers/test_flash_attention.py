@@ -139,3 +139,32 @@ def test_the_kernels_lower_to_triton_for_a_cuda_gpu():
     assert len(calls) == 2  # the forward kernel, then the backward one
     assert "kbert_flash_attention_forward" in calls[0]
     assert "kbert_flash_attention_backward" in calls[1]
+
+
+SCRIPT_TILES = textwrap.dedent("""
+    import json, re
+    import jax, jax.numpy as jnp
+    import kbert.layers.flash_attention as flash
+
+    x, lengths = jnp.zeros((1, 64, 2, 16)), jnp.array([64])
+    grids = {}
+    for forward, backward in (((16, 32), 16), ((64, 64), 32)):
+        flash.FORWARD_BLOCKS, flash.BACKWARD_BLOCK = forward, backward
+        # A new function, as each model's step is: JAX may reuse a trace of the same one.
+        grad = jax.grad(lambda q: jnp.sum(flash.flash_attention(q, q, q, lengths)))
+        grids[str(forward + (backward,))] = re.findall(r"grid=\\(([^)]*)\\)",
+                                                       str(jax.make_jaxpr(grad)(x)))
+    print(json.dumps(grids))
+""")
+
+
+def test_tile_sizes_are_read_when_a_step_is_traced():
+    """`benchmarks.gpu_attention --tiles` sets the two constants between models: each new
+    step's trace must take them (grid: batch, heads, query tiles; backward: key tiles)."""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    result = subprocess.run([sys.executable, "-c", SCRIPT_TILES], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    grids = json.loads(result.stdout.strip().splitlines()[-1])
+    assert grids == {"(16, 32, 16)": ["1, 2, 4", "1, 2, 4"],
+                     "(64, 64, 32)": ["1, 2, 1", "1, 2, 2"]}
