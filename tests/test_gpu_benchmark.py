@@ -163,3 +163,23 @@ def test_profile_script_reports_the_keras_loop_and_the_bare_step(tmp_path):
             assert report[trace]["ms_per_step"] > 0 and report[trace]["kernels_per_step"] == 0
         assert any("predict" in name or "fit" in name or "step" in name
                    for name in report["trace_keras"]["top_python_ms_per_step"])
+
+
+def test_the_next_gpu_sessions_flash_run_works_here(tmp_path):
+    """README's command for the first GPU run of kbert's flash kernel (`--attention flash
+    --contestants kbert`), at smoke sizes on this CPU without TensorFlow: a GPU session's few
+    minutes should not go on a broken command line."""
+    pytest.importorskip("jax")
+    (tmp_path / "sitecustomize.py").write_text(NO_TENSORFLOW)
+    out = tmp_path / "flash.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu", "--smoke", "--attention", "flash",
+         "--contestants", "kbert", "--out", str(out), "--log", str(tmp_path / "workers.log")],
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
+             "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"},
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    log = (tmp_path / "workers.log").read_text()
+    assert done.returncode == 0, done.stdout[-2000:] + log[-3000:]
+    report = json.loads(out.read_text())
+    assert report["settings"]["attention"] == "flash" and "errors" not in report
+    assert report["train"]["kbert"] > 0 and report["infer"]["kbert"] > 0
