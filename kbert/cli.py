@@ -94,7 +94,8 @@ def _finetune(args) -> int:
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
         mode=args.mode, seed=args.seed, mixed_precision=args.mixed_precision,
         attention_sentence=args.attention_images, xla=args.xla,
-        validate=args.validation, attention=args.attention)
+        validate=args.validation, attention=args.attention,
+        hidden_dropout=args.hidden_dropout, attention_dropout=args.attention_dropout)
     _print_metrics(metrics, args.output)
     return 0
 

@@ -4,8 +4,8 @@ commands' together. `kbert.cli_parser` puts them in the `kbert` tree."""
 
 import argparse
 
-from kbert.cli_types import (batch_range, finite_float, non_negative_int, positive_float,
-                             positive_int, subcommand)
+from kbert.cli_types import (batch_range, dropout_rate, finite_float, non_negative_int,
+                             positive_float, positive_int, subcommand)
 from kbert.layers.attention_kernel import IMPLEMENTATIONS
 
 ATTENTION_HELP = ("the attention kernel (kbert.layers.attention_kernel). Default auto: cuDNN's "
@@ -126,8 +126,8 @@ def _conll_options(finetune):
 
 
 def _finetune_extras(finetune):
-    """Attention heatmaps, validation, XLA, the attention kernel and mixed precision: how the
-    run trains, not what it learns."""
+    """Attention heatmaps, validation, XLA, the attention kernel, dropout rates and mixed
+    precision: how the run trains, not which task or data."""
     finetune.add_argument("--attention-images", metavar="SENTENCE",
                           help="write SENTENCE's attention heatmaps to TensorBoard while "
                                "training (OUTPUT/logs/attention)")
@@ -141,6 +141,12 @@ def _finetune_extras(finetune):
                                "batches run without it")
     finetune.add_argument("--attention", choices=IMPLEMENTATIONS, default="auto",
                           help=ATTENTION_HELP)
+    finetune.add_argument("--hidden-dropout", type=dropout_rate,
+                          help="the encoder's dropout rate after embeddings and each sub-layer "
+                               "(default: the checkpoint's, 0.1)")
+    finetune.add_argument("--attention-dropout", type=dropout_rate,
+                          help="dropout on the attention probabilities (default: the "
+                               "checkpoint's, 0.1); 0 lets auto pick cuDNN's kernel on a GPU")
     finetune.add_argument("--mixed-precision", choices=("bf16", "fp16"),
                           help="compute in bfloat16 (on a CPU, without XLA: faster on the "
                                "AMD EPYC measured, slower on the Intel Xeon without AMX; see "

@@ -33,6 +33,14 @@ def positive_float(text):
     return value
 
 
+def dropout_rate(text):
+    """argparse type: a number in [0, 1) (a dropout rate)."""
+    value = finite_float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"takes a rate in [0, 1), not {text!r}")
+    return value
+
+
 def finite_float(text):
     """argparse type: a finite number (Python's float() also takes "nan" and "inf")."""
     try:

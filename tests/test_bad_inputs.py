@@ -258,6 +258,9 @@ def test_pretrain_refuses_a_missing_corpus_before_it_creates_its_folder(tmp_path
     (dict(seed=-1), "seed must be a non-negative integer"),
     (dict(validate="no"), "validate must be True or False, got 'no'"),
     (dict(attention="Flash"), "attention must be one of .*'flash'.*, got 'Flash'"),
+    (dict(attention_dropout=1.0), r"attention_dropout must be a number in \[0, 1\), got 1.0"),
+    (dict(hidden_dropout=float("nan")), r"hidden_dropout must be a number in \[0, 1\), got nan"),
+    (dict(hidden_dropout=True), r"hidden_dropout must be a number in \[0, 1\), got True"),
 ])
 def test_finetune_config_refuses(fields, message):
     with pytest.raises(ValueError, match=message):

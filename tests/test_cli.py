@@ -126,6 +126,12 @@ def test_finetune_flags_reach_the_driver(monkeypatch):
     assert calls[-1]["attention"] == "auto"  # kbert's choice by backend and device
     assert cli.main(["finetune", "--attention", "flash"]) == 0
     assert calls[-1]["attention"] == "flash"
+    assert (calls[-1]["hidden_dropout"], calls[-1]["attention_dropout"]) == (None, None)
+    assert cli.main(["finetune", "--attention-dropout", "0", "--hidden-dropout", "0.2"]) == 0
+    assert (calls[-1]["hidden_dropout"], calls[-1]["attention_dropout"]) == (0.2, 0.0)
+    for bad in ("1", "-0.1", "nan"):
+        with pytest.raises(SystemExit):
+            cli.main(["finetune", "--attention-dropout", bad])
 
 
 def test_pretrain_attention_flag_reaches_the_driver(monkeypatch):

@@ -33,12 +33,13 @@ from kbert.training.precision import dtype_policy, needs_loss_scale
 SENTENCE_KINDS = ("classification", "regression", "multiple_choice")
 
 
-def build_backbone(init, dtype=None, attention="auto"):
+def build_backbone(init, dtype=None, attention="auto", **rates):
     """(backbone, tokenizer) for `init` (see `FinetuneConfig.init`), from the preset registry,
-    running the attention kernel `attention`."""
+    running the attention kernel `attention`, with the dropout `rates` given (by name)."""
     from kbert.presets import load_backbone_and_tokenizer
 
-    return load_backbone_and_tokenizer(init, dtype=dtype, attention_implementation=attention)
+    return load_backbone_and_tokenizer(init, dtype=dtype, attention_implementation=attention,
+                                       **rates)
 
 
 def _fit(model, dataset, plan, initial_epoch, callbacks, verbose, validation=None):
@@ -112,7 +113,8 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     held_out = {name: subset(splits[name], config.max_eval_examples, EVAL_SEED)
                 for name in ("dev", "test") if splits.get(name)}
 
-    backbone, tokenizer = build_backbone(config.init, dtype=policy, attention=config.attention)
+    backbone, tokenizer = build_backbone(config.init, dtype=policy, attention=config.attention,
+                                         **config.dropout_rates)
     sequence_length = config.sequence_length or spec.sequence_length
     model = spec.build(backbone, tokenizer, sequence_length, config.mode)
     plan = resumable.plan_steps(config, None if config.steps else max(

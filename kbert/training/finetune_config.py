@@ -28,6 +28,9 @@ class FinetuneConfig:
       False trains without them (Hugging Face's Trainer default) and leaves the weights and
       the final dev / test scores as they are.
     attention: the backbone's `attention_implementation` (`kbert.layers.attention_kernel`).
+    hidden_dropout, attention_dropout: the encoder's dropout rates in [0, 1); None keeps the
+      checkpoint's (BERT's 0.1). A run without attention dropout may train faster on a GPU
+      (the fused kernels); README "On a GPU" has what it costs in accuracy.
     """
 
     init: str = "minilm_l6_h384_uncased"
@@ -49,6 +52,8 @@ class FinetuneConfig:
     mixed_precision: str = None
     validate: bool = True
     attention: str = "auto"
+    hidden_dropout: float = None
+    attention_dropout: float = None
 
     def __post_init__(self):
         """Every setting checked before any work starts (a bool is not a count, NaN is not
@@ -74,6 +79,9 @@ class FinetuneConfig:
         if not isinstance(self.validate, bool):
             raise ValueError(f"validate must be True or False, got {self.validate!r}.")
         check_implementation(self.attention, "attention")
+        for name, rate in self.dropout_rates.items():
+            if not _in_range(rate, 0, 1) or rate == 1:
+                raise ValueError(f"{name} must be a number in [0, 1), got {rate!r}.")
         if self.mode not in ("finetune", "feature"):
             raise ValueError(f"mode must be 'finetune' or 'feature', got {self.mode!r}.")
 
@@ -84,7 +92,14 @@ class FinetuneConfig:
                 "learning_rate": self.peak_learning_rate, "warmup_fraction": self.warmup_fraction,
                 "weight_decay": self.weight_decay, "seed": self.seed,
                 "mixed_precision": dtype_policy(self.mixed_precision), "mode": self.mode,
-                "validate": self.validate, "attention": self.attention}
+                "validate": self.validate, "attention": self.attention, **self.dropout_rates}
+
+    @property
+    def dropout_rates(self):
+        """The encoder's dropout rates this run sets (the others stay the checkpoint's)."""
+        return {name: rate for name, rate in (("hidden_dropout", self.hidden_dropout),
+                                              ("attention_dropout", self.attention_dropout))
+                if rate is not None}
 
     @property
     def peak_learning_rate(self):

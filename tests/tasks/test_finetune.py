@@ -81,6 +81,20 @@ def test_finetune_without_validation_learns_the_same_weights(tmp_path):
 
 
 @pytest.mark.slow
+def test_finetune_sets_the_encoders_dropout_rates(tmp_path):
+    """The rates given replace the checkpoint's in the model that trains and is saved; the
+    run records them."""
+    metrics = finetune(toy_task(), init="tiny", output_dir=tmp_path, steps=2, batch_size=8,
+                       sequence_length=16, verbose=0, hidden_dropout=0.2, attention_dropout=0.0)
+    assert (metrics["settings"]["hidden_dropout"], metrics["settings"]["attention_dropout"]) == (
+        0.2, 0.0)
+    backbone = keras.saving.load_model(tmp_path / "model.keras").backbone
+    assert (backbone.config.hidden_dropout, backbone.config.attention_dropout) == (0.2, 0.0)
+    assert {block.attention_dropout for block in backbone.encoder_blocks} == {0.0}
+    assert {block.dropout for block in backbone.encoder_blocks} == {0.2}
+
+
+@pytest.mark.slow
 def test_regression_finetune_reports_correlations(tmp_path):
     metrics = finetune(toy_task("regression"), init="tiny", output_dir=tmp_path, steps=2,
                        batch_size=8, sequence_length=16, verbose=0)
