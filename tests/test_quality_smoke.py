@@ -220,3 +220,17 @@ def test_side_options_are_recorded_only_for_their_task_and_when_asked():
     assert masked["hf_squad_loss"] == "masked"
     assert "hf_squad_loss" not in make_budget("squad", parse_args(["--task", "squad"]))
     assert "hf_squad_loss" not in make_budget("conll", parse_args(["--hf-squad-loss", "masked"]))
+
+
+def test_attention_dropout_script_compares_the_rates_per_seed(tmp_path):
+    """`benchmarks/attention_dropout.py --smoke`: both rates run through the CLI for the seed,
+    the flag reaches each run (the script checks each metrics.json), and the means are the
+    runs' means."""
+    out = tmp_path / "attention_dropout.json"
+    _run(["-m", "benchmarks.attention_dropout", "--smoke", "--seeds", "3", "--out", str(out)],
+         tmp_path)
+    report = json.loads(out.read_text())
+    assert [(r["rate"], r["seed"]) for r in report["runs"]] == [(0.1, 3), (0.0, 3)]
+    for run in report["runs"]:
+        assert 0 <= run["dev_accuracy"] <= 1 and 0 <= run["test_accuracy"] <= 1
+        assert report["means"][str(run["rate"])]["test_accuracy"] == run["test_accuracy"]
