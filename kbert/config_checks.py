@@ -42,7 +42,7 @@ def is_real(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _field_problem(name, value):
+def field_problem(name, value):
     """What is wrong with one field's value (None when nothing is)."""
     if name in LIMITS:
         if not is_int(value) or not 1 <= value <= LIMITS[name]:
@@ -81,7 +81,7 @@ def check_fields(values: dict, names: dict | None = None, source: str | None = N
     names = names or {}
     prefix = f"{source}: " if source else ""
     for name, value in values.items():
-        problem = _field_problem(name, value)
+        problem = field_problem(name, value)
         if problem:
             raise ConfigError(f"{prefix}{names.get(name, name)} {problem}, got {value!r}.")
     if values["hidden_size"] % values["num_heads"]:

@@ -4,6 +4,7 @@ import dataclasses
 import math
 import numbers
 
+from kbert.config_checks import RATE_FIELDS, field_problem
 from kbert.layers.attention_kernel import check_implementation
 from kbert.training.precision import dtype_policy
 
@@ -79,9 +80,9 @@ class FinetuneConfig:
         if not isinstance(self.validate, bool):
             raise ValueError(f"validate must be True or False, got {self.validate!r}.")
         check_implementation(self.attention, "attention")
-        for name, rate in self.dropout_rates.items():
-            if not _in_range(rate, 0, 1) or rate == 1:
-                raise ValueError(f"{name} must be a number in [0, 1), got {rate!r}.")
+        for name, rate in self.dropout_rates.items():  # BertConfig's own rule for its rates
+            if problem := field_problem(name, rate):
+                raise ValueError(f"{name} {problem}, got {rate!r}.")
         if self.mode not in ("finetune", "feature"):
             raise ValueError(f"mode must be 'finetune' or 'feature', got {self.mode!r}.")
 
@@ -97,9 +98,8 @@ class FinetuneConfig:
     @property
     def dropout_rates(self):
         """The encoder's dropout rates this run sets (the others stay the checkpoint's)."""
-        return {name: rate for name, rate in (("hidden_dropout", self.hidden_dropout),
-                                              ("attention_dropout", self.attention_dropout))
-                if rate is not None}
+        return {name: getattr(self, name) for name in RATE_FIELDS
+                if getattr(self, name) is not None}
 
     @property
     def peak_learning_rate(self):
