@@ -127,6 +127,8 @@ def serve_in_emulator(tmp_path, export, inputs):
     assert all(r == sorted(r) and r for r in result["grpc"]["model"]["warmup"])
     grpc = result["grpc"]["model"]["predict"]["ok"]
     assert grpc == result["serving_default"]["model"]  # gRPC and the SavedModel agree
+    assert result["grpc"]["model"]["examples"] == {"ok": grpc}  # the same rows as tf.Examples
+    assert result["grpc"]["model"]["examples_missing_feature"] == {"error": "INVALID_ARGUMENT"}
     return grpc
 
 

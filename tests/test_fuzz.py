@@ -41,6 +41,8 @@ def test_served_exports_in_a_fresh_process(tmp_path):
         assert counts[entry]["cases"] >= 250
     ids = counts["token_ids"]  # hostile ids refused by name, valid ones answered
     assert ids["error"] > 100 and ids["ok"] > 40
+    examples = counts["examples"]  # as serving_default answers; spoiled features refused
+    assert examples["ok"] > 100 and examples["error"] > 50
 
 
 def test_the_checks_see_wrong_answers(tokenizer):

@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from kbert.atomic import atomic_directory, clean_staging, process_alive, staging_entries
 from kbert.export import serving_ops, warmup
-from kbert.export.signatures import ServingModule
+from kbert.export.signatures import EXAMPLES_INPUT, ServingModule
 from kbert.models.backbone import INPUT_KEYS
 
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -167,6 +167,9 @@ def _metadata(module, model, preprocessor, version, has_warmup):
         "signatures": {
             "serving_default": {"inputs": list(module.text_inputs or INPUT_KEYS)},
             "serve_token_ids": {"inputs": list(INPUT_KEYS)},
+            **({"serve_examples": {"inputs": [EXAMPLES_INPUT],
+                                   "example_features": list(module.text_inputs)}}
+               if module.serve_examples is not None else {}),
         },
         "label_names": module.label_names,
         "num_choices": module.num_choices,

@@ -1,12 +1,18 @@
 """Serving signatures: one table from model type to what its signatures take and return.
 
-Every export has two signatures, both with method name "tensorflow/serving/predict":
+Every export has these signatures, all with method name "tensorflow/serving/predict":
 
 * `serving_default`: raw text in, answers out. Inputs are DT_STRING [batch]: `text`, plus
   `text_pair` for sentence-pair models, or `text` (the question / context) and `choices`
   [batch, num_choices] for multiple choice. Tokenization and packing run in the graph
   (`BertPreprocessor`), then padding beyond the batch's longest sequence is cut off before the
   model runs, so short requests do not pay for the full `sequence_length`.
+* `serve_examples` (with a preprocessor): `examples`, DT_STRING [batch] serialized
+  `tf.train.Example` protos whose bytes features carry `serving_default`'s inputs, one string
+  each (`choices`: num_choices strings), other features ignored; same outputs. For clients that
+  send tf.Examples: TFX's BulkInferrer and TFMA (set the signature name), Model Garden
+  habits (its `serve_text_examples`). An example without one of them, or with another count
+  or type, gets an InvalidArgument error naming the feature.
 * `serve_token_ids`: the model's own inputs, int32 `token_ids`, `segment_ids`, `padding_mask`
   ([batch, seq], or [batch, num_choices, seq] for multiple choice), for clients that tokenize
   themselves. Same outputs. Ids outside the vocabulary, segments outside the model's types, a
@@ -59,6 +65,7 @@ from kbert.text.trim import trim_to_longest
 
 TOKEN_KEYS = INPUT_KEYS  # its earlier name here, still importable
 PREDICT_METHOD = "tensorflow/serving/predict"
+EXAMPLES_INPUT = "examples"  # `serve_examples`' input: serialized tf.Examples
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,10 +202,22 @@ class ServingModule(tf.Module):
         seq = [None, self.num_choices, None] if self.num_choices else [None, None]
         self.serve_token_ids = tf.function(self._serve_token_ids, input_signature=[
             tf.TensorSpec(seq, tf.int32, name=k) for k in INPUT_KEYS])
-        self.serve_text = None if preprocessor is None else self._text_function()
+        self.serve_text = self.serve_examples = None
+        self._text_specs = ()
+        if preprocessor is not None:
+            fn, specs = self._text_graph()
+            self._text_specs = tuple(specs)
+            self.serve_text = tf.function(fn, input_signature=specs)
 
-    def _text_function(self):
-        """`serving_default`'s tf.function: the string inputs this task takes, and its graph."""
+            def serve_examples(examples):
+                return fn(*self._parse_examples(examples, specs))
+
+            self.serve_examples = tf.function(serve_examples, input_signature=[
+                tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)])
+
+    def _text_graph(self):
+        """`(fn, specs)` of `serving_default`: the graph of the string inputs this task takes,
+        and their specs."""
         if self.num_choices:
             specs = [tf.TensorSpec([None], tf.string, name="text"),
                      tf.TensorSpec([None, self.num_choices], tf.string, name="choices")]
@@ -217,25 +236,30 @@ class ServingModule(tf.Module):
             fn = self._serve_single
             if self.task.serve_text is not None:
                 fn = lambda text: self.task.serve_text(self, text)  # noqa: E731
-        return tf.function(fn, input_signature=specs)
+        return fn, specs
+
+    @staticmethod
+    def _parse_examples(examples, specs):
+        """The string inputs of `specs` ([batch] or [batch, n]), read from the bytes features of
+        the same names in serialized tf.Examples."""
+        features = tf.io.parse_example(examples, {
+            spec.name: tf.io.FixedLenFeature(spec.shape[1:].as_list(), tf.string)
+            for spec in specs})
+        return [features[spec.name] for spec in specs]
 
     @property
     def text_inputs(self):
         """The names of `serving_default`'s string inputs (empty without a preprocessor)."""
-        if self.serve_text is None:
-            return ()
-        if self.num_choices:
-            return ("text", "choices")
-        if self.task.inputs == "question_context":
-            return ("question", "context")
-        return ("text", "text_pair") if self.sentence_pair else ("text",)
+        return tuple(spec.name for spec in self._text_specs)
 
     def signatures(self):
-        """{"serving_default": ..., "serve_token_ids": ...} concrete functions; tracks the
-        variables they use."""
+        """{"serving_default": ..., "serve_token_ids": ..., "serve_examples": ...} concrete
+        functions (the last with a preprocessor only); tracks the variables they use."""
         default = self.serve_text if self.serve_text is not None else self.serve_token_ids
         signatures = {"serving_default": default.get_concrete_function(),
                       "serve_token_ids": self.serve_token_ids.get_concrete_function()}
+        if self.serve_examples is not None:
+            signatures["serve_examples"] = self.serve_examples.get_concrete_function()
         variables = {}
         for fn in signatures.values():
             for v in fn.variables:

@@ -1,11 +1,14 @@
 """TensorFlow Serving warm-up requests for an export (`assets.extra/tf_serving_warmup_requests`):
 the model server replays them at load, so the first user request does not pay for tracing.
-The texts fill every text input of the `serving_default` signature, whatever the task."""
+The texts fill every text input of the `serving_default` signature, whatever the task, and
+the same inputs go to `serve_examples` as tf.Examples."""
 
 import warnings
 
 import numpy as np
 import tensorflow as tf
+
+from kbert.export.signatures import EXAMPLES_INPUT
 
 DEFAULT_WARMUP_TEXTS = (
     "The movie was a delight from start to finish.",
@@ -48,18 +51,34 @@ def request_inputs(module, texts):
     return {"text": texts}
 
 
+def serialized_examples(inputs):
+    """`serve_examples`' input for the request `inputs` (name → strings [batch] or [batch, n]):
+    one serialized tf.Example per row, a bytes feature per input."""
+    rows = len(next(iter(inputs.values())))
+    examples = []
+    for row in range(rows):
+        feature = {name: tf.train.Feature(bytes_list=tf.train.BytesList(
+            value=np.atleast_1d(values[row]).tolist())) for name, values in inputs.items()}
+        examples.append(tf.train.Example(
+            features=tf.train.Features(feature=feature)).SerializeToString())
+    return np.array(examples, dtype=object)
+
+
 def write_requests(path, module, texts, model_name):
-    """A TFRecord of `PredictionLog`s for TF Serving's warm-up: one request with one text and
-    one with all of them, so both the batch-1 and the batched paths are traced and loaded."""
+    """A TFRecord of `PredictionLog`s for TF Serving's warm-up: `serving_default` with one text
+    and with all of them, so both the batch-1 and the batched paths are traced and loaded, and
+    `serve_examples` with all of them."""
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
     batches = [texts[:1]] + ([texts] if len(texts) > 1 else [])
+    requests = [("serving_default", request_inputs(module, batch)) for batch in batches]
+    requests.append(("serve_examples",
+                     {EXAMPLES_INPUT: serialized_examples(request_inputs(module, texts))}))
     with tf.io.TFRecordWriter(str(path)) as writer:
-        for batch in batches:
+        for signature, inputs in requests:
             request = predict_pb2.PredictRequest(
-                model_spec=model_pb2.ModelSpec(name=model_name,
-                                               signature_name="serving_default"))
-            for key, value in request_inputs(module, batch).items():
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature))
+            for key, value in inputs.items():
                 request.inputs[key].CopyFrom(tf.make_tensor_proto(value, dtype=tf.string))
             log = prediction_log_pb2.PredictionLog(
                 predict_log=prediction_log_pb2.PredictLog(request=request))

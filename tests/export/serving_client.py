@@ -10,7 +10,8 @@ per export: the ops not registered by TensorFlow itself (checked before any tens
 library is loaded), the `serving_default` outputs of `tf.saved_model.load` on the texts, the
 answers to bad requests, and the answers of an emulated TF Serving `PredictionService` (gRPC on
 127.0.0.1) that loads the export session-based, as the model server does, and runs each
-request's signature by tensor name (plus a replay of the export's warm-up requests).
+request's signature by tensor name (plus a replay of the export's warm-up requests, and the
+same request as tf.Examples to `serve_examples` where the export has it).
 
 This is an emulation: the real `tensorflow_model_server` binary is not available here. What it
 shares with the real server is the loading path (SavedModel loader with a Session, restore op,
@@ -102,6 +103,20 @@ def request_inputs(job, name):
     if name in job.get("pairs", {}):
         inputs["text_pair"] = job["pairs"][name]
     return inputs
+
+
+def examples(inputs):
+    """Serialized tf.Examples [batch]: row i holds each input's row i as a bytes feature."""
+    rows = len(next(iter(inputs.values())))
+    out = []
+    for i in range(rows):
+        example = tf.train.Example()
+        for key, values in inputs.items():
+            row = values[i] if isinstance(values[i], (list, np.ndarray)) else [values[i]]
+            example.features.feature[key].bytes_list.value.extend(
+                [str(v).encode("utf-8") for v in row])
+        out.append(example.SerializeToString())
+    return np.array(out, dtype=object)
 
 
 # --- emulated TF Serving ------------------------------------------------------------------
@@ -199,6 +214,12 @@ def grpc_checks(job):
                    "wrong_dtype": call(name, {**inputs, first: np.array([1, 2], np.int32)}),
                    "wrong_key": call(name, {"sentence": inputs[first]}),
                    "after_errors": call(name, inputs)}
+            if "serve_examples" in servables[name].signatures:
+                # The same rows as tf.Examples; then with the first input's feature misnamed.
+                out["examples"] = call(name, {"examples": examples(inputs)}, "serve_examples")
+                misnamed = {("sentence" if k == first else k): v for k, v in inputs.items()}
+                out["examples_missing_feature"] = call(
+                    name, {"examples": examples(misnamed)}, "serve_examples")
             warmup = os.path.join(path, "assets.extra", "tf_serving_warmup_requests")
             replies = []
             for record in tf.compat.v1.io.tf_record_iterator(warmup):

@@ -101,11 +101,17 @@ def test_layout(minilm):
 
     records = list(tf.data.TFRecordDataset(
         str(path / "assets.extra" / "tf_serving_warmup_requests")).as_numpy_iterator())
-    assert len(records) == 2
+    assert len(records) == 3
     requests = [prediction_log_pb2.PredictionLog.FromString(r).predict_log.request
                 for r in records]
-    assert [r.model_spec.signature_name for r in requests] == ["serving_default"] * 2
-    assert [tf.make_ndarray(r.inputs["text"]).shape for r in requests] == [(1,), (4,)]
+    assert [r.model_spec.signature_name for r in requests] == [
+        "serving_default", "serving_default", "serve_examples"]
+    assert [tf.make_ndarray(r.inputs["text"]).shape for r in requests[:2]] == [(1,), (4,)]
+    examples = tf.io.parse_example(tf.make_ndarray(requests[2].inputs["examples"]),
+                                   {"text": tf.io.FixedLenFeature([], tf.string)})
+    np.testing.assert_array_equal(examples["text"], tf.make_ndarray(requests[1].inputs["text"]))
+    assert meta["signatures"]["serve_examples"] == {"inputs": ["examples"],
+                                                    "example_features": ["text"]}
 
 
 def test_fresh_process_imports_no_kbert_or_keras(served):
@@ -161,11 +167,16 @@ def test_emulated_grpc_prediction_service(served, minilm):
     assert grpc["wrong_dtype"] == {"error": "INVALID_ARGUMENT"}
     assert grpc["wrong_key"] == {"error": "INVALID_ARGUMENT"}
     assert "ok" in grpc["after_errors"]
-    assert grpc["warmup"] == [["label", "label_id", "logits", "probabilities"]] * 2
+    assert grpc["warmup"] == [["label", "label_id", "logits", "probabilities"]] * 3
+    # The same texts as tf.Examples (serve_examples): the same answers; a missing feature is
+    # refused.
+    assert grpc["examples"] == grpc["predict"]
+    assert grpc["examples_missing_feature"] == {"error": "INVALID_ARGUMENT"}
     emb = served["grpc"]["backbone"]
     np.testing.assert_allclose(emb["predict"]["ok"]["pooled_output"], minilm["pooled_output"],
                                atol=1e-5, rtol=0)
-    assert len(emb["warmup"]) == 2 and all(isinstance(r, list) for r in emb["warmup"])
+    assert emb["examples"] == emb["predict"]
+    assert len(emb["warmup"]) == 3 and all(isinstance(r, list) for r in emb["warmup"])
 
 
 def test_saved_model_cli_show(minilm):
@@ -183,6 +194,10 @@ def test_saved_model_cli_show(minilm):
     tokens = text.split("signature_def['serve_token_ids']")[1]
     assert "inputs['token_ids'] tensor_info:\n        dtype: DT_INT32" in tokens
     assert "Method name is: tensorflow/serving/predict" in tokens
+    examples = text.split("signature_def['serve_examples']")[1]
+    assert re.search(r"inputs\['examples'\] tensor_info:\s+dtype: DT_STRING\s+shape: \(-1\)",
+                     examples)
+    assert "outputs['label'] tensor_info:\n        dtype: DT_STRING" in examples
 
 
 def test_saved_model_cli_run(minilm):
@@ -192,6 +207,20 @@ def test_saved_model_cli_run(minilm):
          "--dir", str(minilm["classifier"]), "--tag_set", "serve",
          "--signature_def", "serving_default",
          "--input_exprs", f"text={json.dumps(TEXTS[:2])}"],
+        env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    labels = re.search(r"Result for output key label:\n\[(.*)\]", proc.stdout).group(1)
+    expected = [LABELS[i] for i in minilm["probabilities"][:2].argmax(-1)]
+    assert labels == " ".join(f"b'{x}'" for x in expected)
+
+
+def test_saved_model_cli_run_on_examples(minilm):
+    """`saved_model_cli run --input_examples` builds the tf.Examples a TFX client sends."""
+    examples = json.dumps([{"text": [t], "label": ["ignored"]} for t in TEXTS[:2]])
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "saved_model_cli_text.py"), "run",
+         "--dir", str(minilm["classifier"]), "--tag_set", "serve",
+         "--signature_def", "serve_examples", "--input_examples", f"examples={examples}"],
         env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     labels = re.search(r"Result for output key label:\n\[(.*)\]", proc.stdout).group(1)
@@ -217,6 +246,13 @@ def tiny():
 
 def _load(path):
     return tf.saved_model.load(str(path)).signatures
+
+
+def _example(**features):
+    """A serialized tf.Example with these bytes features (lists of strings)."""
+    return tf.train.Example(features=tf.train.Features(feature={
+        name: tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode() for v in values]))
+        for name, values in features.items()})).SerializeToString()
 
 
 def test_versions_count_up(tiny, tmp_path):
@@ -280,6 +316,11 @@ def test_pair_classifier_and_regression(tiny, tmp_path):
     assert out["label"].numpy().tolist() == [[b"no", b"yes"][i] for i in expected.argmax(-1)]
     with pytest.raises(tf.errors.InvalidArgumentError):
         sig["serving_default"](text=tf.constant(texts), text_pair=tf.constant(pairs[:1]))
+    from_examples = sig["serve_examples"](examples=tf.constant(
+        [_example(text=[t], text_pair=[p]) for t, p in zip(texts, pairs)]))
+    np.testing.assert_allclose(from_examples["probabilities"], out["probabilities"], atol=1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="text_pair"):
+        sig["serve_examples"](examples=tf.constant([_example(text=texts[:1])]))
 
     regression = BertClassifier(backbone, num_classes=1)
     sig = _load(export_saved_model(regression, tmp_path / "reg", preprocessor=pre))
@@ -306,6 +347,12 @@ def test_multiple_choice(tiny, tmp_path):
     expected = tf.nn.softmax(model(packed)).numpy()
     np.testing.assert_allclose(out["probabilities"], expected, atol=1e-5)
     assert out["label_id"].numpy().tolist() == expected.argmax(-1).tolist()
+    from_examples = sig["serve_examples"](examples=tf.constant(
+        [_example(text=[q], choices=c) for q, c in zip(question, choices)]))
+    np.testing.assert_allclose(from_examples["probabilities"], expected, atol=1e-5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="choices"):  # two of three
+        sig["serve_examples"](examples=tf.constant([_example(text=question[:1],
+                                                             choices=choices[0][:2])]))
     empty = sig["serving_default"](text=tf.constant([], tf.string),
                                    choices=tf.zeros([0, 3], tf.string))
     assert empty["probabilities"].shape == (0, 3)
