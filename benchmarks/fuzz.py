@@ -8,9 +8,13 @@ real MiniLM vocabulary) in a fresh serving process with TensorFlow and tensorflo
 (`benchmarks/fuzz_serving.py`). Inputs: random Unicode from all planes, combining marks,
 right-to-left text and controls, emoji sequences, control characters and NUL, invalid UTF-8,
 typed special tokens ("[SEP]" is text), 10,000-character words, 1 MB strings, empty strings and
-empty batches; for `serve_token_ids`, ids, segments and masks in and out of range, bad shapes.
+empty batches; for `serve_token_ids`, ids, segments and masks in and out of range, bad shapes;
+for the classifier's `serve_examples`, the hostile strings as tf.Examples (answered as
+`serving_default` answers them) or spoiled: a feature missing, of another type or count, an
+example's bytes cut, changed or replaced by noise.
 
-A case is one string (one id batch for `serve_token_ids`, one request for malformed requests).
+A case is one string (one id batch for `serve_token_ids`, one request for malformed requests
+and spoiled examples).
 Verdicts: "ok" (an answer keeping the invariants: ids in range, no special id from user text,
 [CLS] A [SEP] (B [SEP]) with Google's truncation, shapes, answers that are the text's own
 characters, probabilities summing to 1; invalid UTF-8 is dropped, as Google's `errors="ignore"`

@@ -47,6 +47,13 @@ class Checks:
             out = self.signatures["classifier"]["serve_token_ids"](
                 token_ids=ids, segment_ids=self.tf.zeros_like(ids),
                 padding_mask=self.tf.ones_like(ids))
+        elif entry == "examples":
+            text = self.tf.train.Feature(bytes_list=self.tf.train.BytesList(
+                value=[t.encode() for t in NORMAL["text"]]))
+            example = self.tf.train.Example(features=self.tf.train.Features(
+                feature={"text": text})).SerializeToString()
+            out = self.signatures["classifier"]["serve_examples"](
+                examples=self.tf.constant([example]))
         else:
             fn = self.signatures[entry]["serving_default"]
             args = {"classifier": ("text",), "pair": ("text", "text_pair"),
@@ -79,6 +86,8 @@ class Checks:
         if entry == "token_ids":
             verdict, failure = self._ids_request(random.Random(f"{seed}:ids:{index}"))
             verdicts, failures = [verdict], [failure] if failure else []
+        elif entry == "examples":
+            verdicts, failures = self._examples_request(seed, index, batch, megabyte_every)
         elif index % 25 == 24:
             verdict, failure = self._malformed(entry, index)
             verdicts, failures = [verdict], [failure] if failure else []
@@ -205,6 +214,89 @@ class Checks:
             ok = p.shape == (batch, 2) and np.isfinite(p).all()
             return ("ok", None) if ok else ("wrong", {"kind": "ids", "problem": str(p.shape)})
         return _expect_error(call, spoil)
+
+
+    def _examples_request(self, seed, index, batch, megabyte_every):
+        """The classifier's `serve_examples` on the texts of a request as tf.Examples: answered
+        as `serving_default` answers the texts; with one example's `text` feature missing, of
+        another type or count, refused naming it; with one example's bytes cut, changed or
+        replaced by noise, refused or (where they still parse) answered within the invariants.
+        One case per text of a valid request, one per spoiled request."""
+        cases, rng = texts_for(seed, "examples", index, megabyte_every, batch)
+        texts = [t for _, t in cases]
+        feature = lambda **kind: self.tf.train.Feature(**kind)  # noqa: E731
+        features = [{"text": feature(bytes_list=self.tf.train.BytesList(value=[t]))}
+                    for t in texts]
+        spoil = rng.choice([None, None, "missing", "type", "count", "cut", "change", "noise"])
+        spoil = spoil if texts else None
+        if spoil in ("missing", "type", "count"):
+            row = rng.randrange(len(texts))
+            features[row] = {
+                "missing": {"sentence": features[row]["text"]},
+                "type": {"text": feature(int64_list=self.tf.train.Int64List(value=[7]))},
+                "count": {"text": feature(bytes_list=self.tf.train.BytesList(
+                    value=[texts[row], b"more"]))}}[spoil]
+        examples = [self.tf.train.Example(features=self.tf.train.Features(feature=f))
+                    .SerializeToString() for f in features]
+        if spoil in ("cut", "change", "noise"):
+            row = rng.randrange(len(texts))
+            spoiled = bytearray(examples[row])
+            if spoil == "cut":
+                spoiled = spoiled[:rng.randrange(len(spoiled))]
+            elif spoil == "change":
+                for _ in range(rng.randint(1, 5)):
+                    spoiled[rng.randrange(len(spoiled))] = rng.randrange(256)
+            else:
+                spoiled = bytearray(rng.randbytes(rng.randint(0, 200)))
+            examples[row] = bytes(spoiled)
+        fn = self.signatures["classifier"]["serve_examples"]
+        call = lambda: fn(examples=self.tf.constant(examples, self.tf.string))  # noqa: E731
+        if spoil in ("missing", "type", "count"):
+            verdict, failure = _expect_error(call, "text")
+            return [verdict], [failure] if failure else []
+        if spoil is not None:
+            return self._parsed_or_refused(call, spoil)
+        try:
+            out = {k: v.numpy() for k, v in call().items()}
+        except Exception as e:  # noqa: BLE001 - every exception is counted
+            return ["crash"] * max(len(texts), 1), [{"kind": "valid examples refused",
+                                                     "error": str(e)[:300]}]
+        want = {k: v.numpy() for k, v in self._call("classifier", texts, rng)[0].items()}
+        if not texts:
+            ok = out["probabilities"].shape == (0, 2)
+            return ["ok" if ok else "wrong"], [] if ok else [{"kind": "empty_batch"}]
+        verdicts, failures = [], []
+        for i, text in enumerate(texts):
+            same = (out["label"][i] == want["label"][i]
+                    and np.allclose(out["probabilities"][i], want["probabilities"][i], atol=1e-6))
+            verdicts.append("ok" if same else "wrong")
+            if not same:
+                failures.append({"kind": "examples differ from serving_default",
+                                 "text": _show([text])[0]})
+        return verdicts, failures
+
+    def _parsed_or_refused(self, call, spoil):
+        """One verdict for a request with corrupted bytes: a clear error, or answers within the
+        classifier's invariants.
+
+        TensorFlow's parser refuses bytes that are no tf.Example with an InvalidArgument status
+        that quotes them ("Could not parse example input, value: '...'"), which is what a model
+        server returns; in a Python process TensorFlow then fails to decode that message as
+        UTF-8 and raises a UnicodeDecodeError instead (tensorflow/tensorflow#5234). That is
+        counted as an error, of its own kind ("error_message_not_utf8")."""
+        try:
+            out = {k: v.numpy() for k, v in call().items()}
+        except UnicodeDecodeError:
+            return ["error_message_not_utf8"], []
+        except Exception as e:  # noqa: BLE001
+            if type(e).__name__ in CLEAR and str(e).strip():
+                return ["error"], []
+            return ["crash"], [{"kind": f"{spoil} bytes", "error": f"{type(e).__name__}: {e}"[:300]}]
+        problems = [self._class_row(out, i, None, "classifier")
+                    for i in range(len(out["probabilities"]))]
+        problems = [p for p in problems if p]
+        return (["wrong"], [{"kind": f"{spoil} bytes", "problem": problems[0]}]) if problems \
+            else (["ok"], [])
 
 
 def _expect_error(call, words):

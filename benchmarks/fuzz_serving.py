@@ -18,7 +18,7 @@ import time
 
 from benchmarks.fuzz import NUM_CHOICES, SEQUENCE_LENGTH
 
-ENTRIES = ("classifier", "pair", "choices", "span", "token", "token_ids")
+ENTRIES = ("classifier", "pair", "choices", "span", "token", "token_ids", "examples")
 LABELS = ("negative", "positive")
 MAX_POSITIONS = 64
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -122,6 +122,8 @@ def tally(lines, deaths):
         for verdict in line["verdicts"]:
             c["cases"] += 1
             c[verdict] = c.get(verdict, 0) + 1
+            if verdict.startswith("error_"):  # an error of a kind also counted apart
+                c["error"] = c.get("error", 0) + 1
         failures += line.get("failures", [])
     for death in deaths:
         c = counts[death["entry"]]
