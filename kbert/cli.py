@@ -142,7 +142,45 @@ def _predict(args) -> int:
     inputs = {k: v for k, v in (("text", args.text), ("text_pair", args.text_pair),
                                 ("choices", args.choice), ("question", args.question),
                                 ("context", args.context)) if v is not None}
+    if args.input is not None:
+        if inputs:
+            raise ValueError("--input reads every input from its file; leave out "
+                             f"{', '.join('--' + k.replace('_', '-') for k in inputs)}.")
+        return _predict_file(args)
+    if args.output is not None:
+        raise ValueError("--output goes with --input (one answer a line).")
     print(json.dumps(predict_run(args.model, **inputs), indent=2, ensure_ascii=False))
+    return 0
+
+
+def _predict_file(args) -> int:
+    """`kbert predict --input`: one JSON answer a line, to --output (written whole or not at
+    all) or standard output."""
+    import contextlib
+    import json
+    import os
+    import pathlib
+
+    from kbert.training.batch_prediction import predict_requests
+
+    target = pathlib.Path(args.output) if args.output else None
+    staging = target.with_name(f".{target.name}.tmp") if target else None
+    try:
+        with contextlib.ExitStack() as files:
+            source = sys.stdin if args.input == "-" else files.enter_context(
+                open(args.input, encoding="utf-8"))
+            out = files.enter_context(open(staging, "w", encoding="utf-8")) if target \
+                else sys.stdout
+            count = 0
+            for count, answer in enumerate(
+                    predict_requests(args.model, source, args.batch_size), 1):
+                out.write(json.dumps(answer, ensure_ascii=False) + "\n")
+        if target:
+            os.replace(staging, target)
+            print(f"Wrote {count} answers to {target}", file=sys.stderr)
+    finally:
+        if staging is not None and staging.exists():
+            staging.unlink()
     return 0
 
 
@@ -214,7 +252,7 @@ def in_cli_terms(message, subcommand):
     """A library error as the command line says it: for this command's options,
     `allow_pickle=True` → `--allow-pickle`, `sequence_length=600` → `--sequence-length 600`,
     `batch_size` → `--batch-size` (Python names only in snake_case or with `=`, so that plain
-    words stay words)."""
+    words stay words; never a name in double quotes, a JSON key as a file spells it)."""
     flags = {action.dest: action.option_strings[-1] for action in subcommand._actions
              if any(o.startswith("--") for o in action.option_strings)}
 
@@ -226,7 +264,7 @@ def in_cli_terms(message, subcommand):
             return flags[name]
         return f"{flags[name]} {value}"
 
-    return re.sub(r"`?\b([a-z][a-z0-9_]*)\b(?:=([^\s`,;:)]+))?`?", flag, message)
+    return re.sub(r'(?<!")`?\b([a-z][a-z0-9_]*)\b(?:=([^\s`,;:)]+))?`?', flag, message)
 
 
 def main(argv=None) -> int:

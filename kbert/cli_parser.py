@@ -104,7 +104,8 @@ def _predict_parser(commands):
         "  kbert predict runs/squad --question 'Who wrote it?' --context 'Ann wrote it.'\n"
         "  kbert predict runs/ner --text 'Angela Merkel visited Paris.'\n"
         "  kbert predict runs/mmlu --text 'What is 2 + 2?' --choice 3 --choice 4 "
-        "--choice 5 --choice 22")
+        "--choice 5 --choice 22\n"
+        "  kbert predict runs/sentiment --input reviews.jsonl --output answers.jsonl")
     predict.add_argument("model", help="a kbert finetune output directory")
     predict.add_argument("--text")
     predict.add_argument("--text-pair", help="the second text of a sentence-pair task")
@@ -112,6 +113,15 @@ def _predict_parser(commands):
                          help="one answer choice of a multiple-choice task (repeat it)")
     predict.add_argument("--question")
     predict.add_argument("--context")
+    predict.add_argument(
+        "--input", metavar="FILE",
+        help="many inputs instead: a JSON-lines file (- for standard input), one object a line "
+             "with the keys text, text_pair, choices (a list), question, context as the task "
+             "needs; answers come out one a line")
+    predict.add_argument("--output", metavar="FILE",
+                         help="with --input: write the answers here (default: standard output)")
+    predict.add_argument("--batch-size", type=positive_int, default=64,
+                         help="with --input: lines run through the model at once")
     return predict
 
 

@@ -210,6 +210,10 @@ def test_library_errors_name_the_commands_flags():
     # stay as they are
     assert in_cli_terms("the version and overwrite words; allow_pickle=True", export) == \
         "the version and overwrite words; allow_pickle=True"
+    # a JSON key in double quotes, as a file spells it, stays a key
+    predict = build_parser().commands["predict"]
+    assert in_cli_terms('keys "text_pair" and text_pair', predict) == \
+        'keys "text_pair" and --text-pair'
 
 
 def test_convert_help_examples_run_as_written(minilm_dir, tmp_path, monkeypatch):

@@ -98,6 +98,67 @@ def test_evaluate_predict_load_model_and_export_agree_in_new_processes(sentiment
     np.testing.assert_allclose(served[1], predicted["probabilities"], atol=1e-5)
 
 
+LOAD_AND_PREDICT_MANY = ("import json, sys, kbert, keras; "
+                         "m = keras.saving.load_model(sys.argv[1] + '/model.keras'); "
+                         "texts = json.load(open(sys.argv[2], encoding='utf-8')); "
+                         "print(json.dumps(m.predict(texts, verbose=0).tolist()))")
+
+
+@pytest.mark.slow
+def test_predict_a_file_of_inputs(sentiment_run, tmp_path):
+    """`kbert predict --input`: one answer a line, in the file's order, equal to the saved
+    model's own predictions, whatever the batch size, from a file or standard input."""
+    texts = [TEXT, "Dull. [SEP] Dull again.", "Caf\u00e9 na\u00efve \u2713", "x",
+             "The plot made no sense and the dialogue was worse."]
+    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    requests = "\n".join(json.dumps({"text": t}) for t in texts) + "\n\n"  # + a blank line
+    (tmp_path / "in.jsonl").write_text(requests, encoding="utf-8")
+    answers = tmp_path / "answers.jsonl"
+    (_, wrote), (loaded, _) = run_together(
+        KBERT + ["predict", sentiment_run, "--input", tmp_path / "in.jsonl", "--output",
+                 answers, "--batch-size", "2"],
+        [sys.executable, "-c", LOAD_AND_PREDICT_MANY, sentiment_run, tmp_path / "texts.json"])
+    piped = subprocess.run([str(c) for c in KBERT + ["predict", sentiment_run, "--input", "-"]],
+                           input=requests, capture_output=True, text=True, timeout=600)
+    assert piped.returncode == 0, piped.stderr[-2000:]
+    assert f"Wrote 5 answers to {answers}" in wrote
+    from_file = [json.loads(line) for line in answers.read_text(encoding="utf-8").splitlines()]
+    assert from_file == [json.loads(line) for line in piped.stdout.splitlines()]
+    logits = np.array(json.loads(loaded.strip().splitlines()[-1]))
+    probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    np.testing.assert_allclose([a["probabilities"] for a in from_file], probabilities,
+                               atol=1e-5)
+    assert [a["label_id"] for a in from_file] == probabilities.argmax(-1).tolist()
+
+
+def test_predict_file_errors_name_the_line(sentiment_run, tmp_path):
+    """Malformed lines stop the run with exit status 2 and the line number; no answers file."""
+    cases = {
+        '{"text": "fine"}\n{"text": "good"\n': "line 2: not JSON",
+        '{"text": "fine"}\n["good"]\n': "line 2: expected a JSON object",
+        '{"text": "fine"}\n{"txt": "good"}\n': 'line 2: unknown key(s) "txt"',
+        '{"text": 3}\n': 'line 1: "text" must be a string',
+        '{"text": "a"}\n\n{"text": "b", "text_pair": "c"}\n':
+            'line 3: keys "text", "text_pair" differ from line 1\'s ("text")',
+        '{"text": "a", "text_pair": "b"}\n': 'single sentences: "text_pair" does not apply',
+    }
+    procs = []
+    for n, lines in enumerate(cases):
+        (tmp_path / f"{n}.jsonl").write_text(lines, encoding="utf-8")
+        procs.append(subprocess.Popen(
+            [str(c) for c in KBERT + ["predict", sentiment_run, "--input", tmp_path / f"{n}.jsonl",
+                                      "--output", tmp_path / f"{n}.out"]],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for proc, (lines, words) in zip(procs, cases.items()):
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 2 and words in err, (lines, err[-1500:])
+    assert sorted(p.name for p in tmp_path.iterdir() if "out" in p.name) == []
+    both = subprocess.run([str(c) for c in KBERT + ["predict", sentiment_run, "--text", "x",
+                                                    "--input", tmp_path / "0.jsonl"]],
+                          capture_output=True, text=True, timeout=600)
+    assert both.returncode == 2 and "leave out --text" in both.stderr
+
+
 def test_commands_on_a_directory_that_is_not_a_run(tmp_path):
     procs = [subprocess.Popen([str(c) for c in KBERT + command], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
@@ -138,13 +199,20 @@ def test_squad_run_evaluates_predicts_and_serves_the_same_answers(tmp_path):
     run(KBERT + ["finetune", "--task", "squad", "--preset", "tiny", "--steps", "2",
                  "--batch-size", "8", "--sequence-length", "128", "--max-train-examples", "32",
                  "--max-eval-examples", "16", "--output", output])
-    (evaluated, _), (out, _), _ = run_together(
+    requests = tmp_path / "questions.jsonl"
+    requests.write_text("\n".join(json.dumps({"question": q, "context": CONTEXT})
+                                  for q in (QUESTION, "Who saw the Mona Lisa?")))
+    (evaluated, _), (out, _), _, (many, _) = run_together(
         KBERT + ["evaluate", output, "--max-eval-examples", "8"],
         KBERT + ["predict", output, "--question", QUESTION, "--context", CONTEXT],
-        KBERT + ["export", output, tmp_path / "served"])
+        KBERT + ["export", output, tmp_path / "served"],
+        KBERT + ["predict", output, "--input", requests])
     assert "squad dev (8 examples): exact_match" in evaluated
     answer = json.loads(out)
     assert CONTEXT[answer["start"]:answer["end"]] == answer["answer"] != ""
+    many = [json.loads(line) for line in many.splitlines()]
+    assert len(many) == 2 and many[0]["answer"] == answer["answer"]
+    assert many[0]["score"] == pytest.approx(answer["score"], abs=1e-4)
     served = serve_in_emulator(tmp_path, tmp_path / "served" / "1",
                                {"question": [QUESTION, "Who saw the Mona Lisa?"],
                                 "context": [CONTEXT, CONTEXT]})
@@ -159,12 +227,18 @@ def test_conll_run_evaluates_predicts_and_serves_the_same_entities(tmp_path):
     run(KBERT + ["finetune", "--task", "conll", "--preset", "tiny", "--steps", "2",
                  "--batching", "length", "--batch-size", "8", "--max-train-examples", "32", "--max-eval-examples", "16",
                  "--output", output])
-    (evaluated, _), (out, _), _ = run_together(
+    requests = tmp_path / "texts.jsonl"
+    requests.write_text("\n".join(json.dumps({"text": t})
+                                  for t in (NER_TEXT, "John lives in Berlin.")))
+    (evaluated, _), (out, _), _, (many, _) = run_together(
         KBERT + ["evaluate", output, "--split", "dev", "--max-eval-examples", "8"],
         KBERT + ["predict", output, "--text", NER_TEXT],
-        KBERT + ["export", output, tmp_path / "served"])
+        KBERT + ["export", output, tmp_path / "served"],
+        KBERT + ["predict", output, "--input", requests])
     assert "conll dev (8 examples): precision" in evaluated
     entities = json.loads(out)
+    many = [json.loads(line) for line in many.splitlines()]
+    assert len(many) == 2 and many[0] == entities
     for entity in entities:
         assert NER_TEXT[entity["start"]:entity["end"]] == entity["text"]
     served = serve_in_emulator(tmp_path, tmp_path / "served" / "1",

@@ -92,6 +92,16 @@ class SentenceTask(TaskSpec):
             if choices is None:
                 raise ValueError(f"A {self.name} model needs choices for each text.")
             x = (texts, [list(choices)] if single else [list(c) for c in choices])
+            for text, row in zip(*x):
+                if len(row) != self.task.num_classes:
+                    raise ValueError(f"A {self.name} model takes {self.task.num_classes} "
+                                     f"choices a text; got {len(row)} for {text[:60]!r}.")
+        elif self.task.is_pair != (text_pair is not None):
+            # A pair model fed one sentence (or the reverse) answers, but about other input.
+            raise ValueError(f"A {self.name} model reads sentence pairs: give text_pair too."
+                             if self.task.is_pair else
+                             f"A {self.name} model reads single sentences: text_pair does not "
+                             "apply.")
         elif text_pair is not None:
             x = (texts, [text_pair] if single else list(text_pair))
         else:

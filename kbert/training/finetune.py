@@ -206,10 +206,16 @@ def evaluate_run(run_dir, task=None, split="test", data_dir=None, max_eval_examp
     return {**metrics, "split": split, "task": spec.name, "examples": len(examples)}
 
 
-def predict_run(run_dir, **inputs):
-    """`kbert predict`: the run's model on raw input (text; text + text_pair; question +
-    context; text + choices), answered by its task's spec."""
+def open_predictor(run_dir):
+    """(task spec, model) of a fine-tuned run, for answering raw input."""
     run = RunDirectory.open(run_dir)
     info = run.info
     spec = get_spec(info["task"], info.get("data_dir"), **info.get("task_options", {}))
-    return spec.predict(run.load_model(), **inputs)
+    return spec, run.load_model()
+
+
+def predict_run(run_dir, **inputs):
+    """`kbert predict`: the run's model on raw input (text; text + text_pair; question +
+    context; text + choices), answered by its task's spec."""
+    spec, model = open_predictor(run_dir)
+    return spec.predict(model, **inputs)

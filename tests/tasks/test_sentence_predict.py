@@ -1,0 +1,45 @@
+"""`SentenceTask.predict` (what `kbert predict` runs) refuses input its model does not read,
+instead of answering about other input: one sentence for a pair model, a pair for a
+single-sentence model, another number of choices than a multiple-choice model scores."""
+
+import numpy as np
+import pytest
+
+from kbert.config import BertConfig
+from kbert.data.tasks import Task
+from kbert.models import BertBackbone, BertClassifier, BertMultipleChoice
+from kbert.tasks.sentence import SentenceTask
+from tests.tasks.helpers import VOCAB, preprocessor
+
+
+@pytest.fixture(scope="module")
+def backbone():
+    return BertBackbone(BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_layers=1,
+                                   num_heads=2, intermediate_size=32,
+                                   max_position_embeddings=32))
+
+
+def _spec(kind, num_classes, text):
+    return SentenceTask(Task("t", kind, num_classes, {"train": [(text, 0)], "dev": []}))
+
+
+def test_pairs_and_single_sentences_are_not_mixed(backbone):
+    model = BertClassifier(backbone, num_classes=2, preprocessor=preprocessor())
+    pair, single = _spec("classification", 2, ("a", "b")), _spec("classification", 2, "a")
+    with pytest.raises(ValueError, match="reads sentence pairs: give text_pair too"):
+        pair.predict(model, text="good film")
+    with pytest.raises(ValueError, match="reads single sentences: text_pair does not apply"):
+        single.predict(model, text=["good film"], text_pair=["dull"])
+    answers = pair.predict(model, text=["good film", "a"], text_pair=["dull", "b"])
+    direct = model.predict((["good film", "a"], ["dull", "b"]), verbose=0)
+    np.testing.assert_array_equal([a["label_id"] for a in answers], direct.argmax(-1))
+    assert single.predict(model, text="good film")["label"] in ("0", "1")
+
+
+def test_choices_must_number_what_the_model_scores(backbone):
+    model = BertMultipleChoice(backbone, num_choices=3, preprocessor=preprocessor())
+    spec = _spec("multiple_choice", 3, ("why ?", ("a", "b", "c")))
+    with pytest.raises(ValueError, match="takes 3 choices a text; got 2 for 'who \\?'"):
+        spec.predict(model, text=["why ?", "who ?"], choices=[["a", "b", "c"], ["yes", "no"]])
+    answer = spec.predict(model, text="why ?", choices=["a", "b", "c"])
+    assert len(answer["probabilities"]) == 3

@@ -1,0 +1,32 @@
+"""`kbert predict --input`'s reading of request lines (kbert.training.batch_prediction); the
+command itself runs in tests/test_cli_processes.py."""
+
+import re
+
+import pytest
+
+from kbert.training.batch_prediction import read_requests
+
+
+def test_lines_become_numbered_requests():
+    lines = ['{"text": "caf\\u00e9 [SEP] x"}\n', "\n", '  {"text": "b", "text_pair": "c"}  \n',
+             '{"text": "q", "choices": ["a", "b"]}']
+    assert list(read_requests(lines)) == [
+        (1, {"text": "café [SEP] x"}), (3, {"text": "b", "text_pair": "c"}),
+        (4, {"text": "q", "choices": ["a", "b"]})]
+
+
+@pytest.mark.parametrize("line, words", [
+    ('{"text": "a"', 'line 1: not JSON'),
+    ("[1, 2]", "line 1: expected a JSON object"),
+    ("{}", "line 1: expected a JSON object"),
+    ('{"text": "a", "label": 1}', 'line 1: unknown key(s) "label"'),
+    ('{"text": null}', 'line 1: "text" must be a string, got null'),
+    ('{"question": ["a"]}', 'line 1: "question" must be a string'),
+    ('{"text": "q", "choices": "abc"}', '"choices" must be a non-empty list of strings'),
+    ('{"text": "q", "choices": []}', '"choices" must be a non-empty list of strings'),
+    ('{"text": "q", "choices": ["a", 3]}', '"choices" must be a non-empty list of strings'),
+])
+def test_malformed_lines_are_refused_by_number(line, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        list(read_requests([line]))
