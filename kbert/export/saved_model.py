@@ -27,7 +27,8 @@ import tensorflow as tf
 
 from kbert.atomic import atomic_directory, clean_staging, process_alive, staging_entries
 from kbert.export import serving_ops, warmup
-from kbert.export.signatures import EXAMPLES_INPUT, ServingModule
+from kbert.export.signatures import (CLASSIFY_INPUT, EXAMPLES_INPUT, SERVING_METHODS,
+                                     ServingModule)
 from kbert.models.backbone import INPUT_KEYS
 
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -114,6 +115,9 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
         signatures = module.signatures()
         with atomic_directory(target, overwrite=True) as staging:
             tf.saved_model.save(module, str(staging), signatures=signatures)
+            if module.classify_signature:
+                name = module.classify_signature
+                _set_method_names(staging, {name: SERVING_METHODS[name]})
             _write_extras(staging / "assets.extra", module, model, preprocessor, version,
                           warmup_texts, model_name=base.name)
             if check_ops:
@@ -121,6 +125,22 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return target
+
+
+def _set_method_names(export_dir, methods):
+    """Gives signatures (`{name: method}`) the method names of TF Serving's Classify / Regress
+    APIs, which `tf.saved_model.save` cannot write (every signature it writes is predict), and
+    writes the fingerprint of the changed saved_model.pb as the save does."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.python.saved_model import fingerprinting_utils
+
+    path = pathlib.Path(export_dir) / "saved_model.pb"
+    proto = saved_model_pb2.SavedModel.FromString(path.read_bytes())
+    for meta_graph in proto.meta_graphs:
+        for name, method in methods.items():
+            meta_graph.signature_def[name].method_name = method
+    path.write_bytes(proto.SerializeToString())
+    fingerprinting_utils.write_fingerprint(str(export_dir))
 
 
 def _version_directory(base, version, overwrite):
@@ -170,6 +190,10 @@ def _metadata(module, model, preprocessor, version, has_warmup):
             **({"serve_examples": {"inputs": [EXAMPLES_INPUT],
                                    "example_features": list(module.text_inputs)}}
                if module.serve_examples is not None else {}),
+            **({module.classify_signature: {
+                "inputs": [CLASSIFY_INPUT], "method": SERVING_METHODS[module.classify_signature],
+                "example_features": list(module.text_inputs)}}
+               if module.classify_signature else {}),
         },
         "label_names": module.label_names,
         "num_choices": module.num_choices,

@@ -1,6 +1,6 @@
 """Serving signatures: one table from model type to what its signatures take and return.
 
-Every export has these signatures, all with method name "tensorflow/serving/predict":
+Every export has these signatures, with method name "tensorflow/serving/predict" unless said:
 
 * `serving_default`: raw text in, answers out. Inputs are DT_STRING [batch]: `text`, plus
   `text_pair` for sentence-pair models, or `text` (the question / context) and `choices`
@@ -13,6 +13,13 @@ Every export has these signatures, all with method name "tensorflow/serving/pred
   send tf.Examples: TFX's BulkInferrer and TFMA (set the signature name), Model Garden
   habits (its `serve_text_examples`). An example without one of them, or with another count
   or type, gets an InvalidArgument error naming the feature.
+* `classify` (classifiers with a preprocessor) and `regress` (regression): TF Serving's
+  Classify and Regress APIs (method names "tensorflow/serving/classify" / "regress", set after
+  saving: TensorFlow 2 writes every signature as predict). Input `inputs`: serialized
+  tf.Examples as for `serve_examples`; outputs `classes` string and `scores` float32
+  [batch, num_classes] (every label name, each with its probability), or `outputs` float32
+  [batch]. So `POST /v1/models/NAME:classify` with `{"signature_name": "classify",
+  "examples": [{"text": "..."}]}` answers with labels and scores.
 * `serve_token_ids`: the model's own inputs, int32 `token_ids`, `segment_ids`, `padding_mask`
   ([batch, seq], or [batch, num_choices, seq] for multiple choice), for clients that tokenize
   themselves. Same outputs. Ids outside the vocabulary, segments outside the model's types, a
@@ -66,6 +73,11 @@ from kbert.text.trim import trim_to_longest
 TOKEN_KEYS = INPUT_KEYS  # its earlier name here, still importable
 PREDICT_METHOD = "tensorflow/serving/predict"
 EXAMPLES_INPUT = "examples"  # `serve_examples`' input: serialized tf.Examples
+# TF Serving's Classify / Regress signatures: their method names, and the input name both take
+# (tensorflow_serving/servables/tensorflow/classifier.cc, regressor.cc).
+SERVING_METHODS = {"classify": "tensorflow/serving/classify",
+                   "regress": "tensorflow/serving/regress"}
+CLASSIFY_INPUT = "inputs"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +214,7 @@ class ServingModule(tf.Module):
         seq = [None, self.num_choices, None] if self.num_choices else [None, None]
         self.serve_token_ids = tf.function(self._serve_token_ids, input_signature=[
             tf.TensorSpec(seq, tf.int32, name=k) for k in INPUT_KEYS])
-        self.serve_text = self.serve_examples = None
+        self.serve_text = self.serve_examples = self.serve_classify = None
         self._text_specs = ()
         if preprocessor is not None:
             fn, specs = self._text_graph()
@@ -214,6 +226,10 @@ class ServingModule(tf.Module):
 
             self.serve_examples = tf.function(serve_examples, input_signature=[
                 tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)])
+            if self.task.name == "classifier":
+                self.serve_classify = tf.function(
+                    lambda inputs: self._classify(serve_examples(inputs)),
+                    input_signature=[tf.TensorSpec([None], tf.string, name=CLASSIFY_INPUT)])
 
     def _text_graph(self):
         """`(fn, specs)` of `serving_default`: the graph of the string inputs this task takes,
@@ -248,6 +264,22 @@ class ServingModule(tf.Module):
         return [features[spec.name] for spec in specs]
 
     @property
+    def classify_signature(self):
+        """The name of the Classify / Regress API's signature ("classify" or "regress"; None
+        where the export has none)."""
+        if self.serve_classify is None:
+            return None
+        return "regress" if _num_classes(self.model) == 1 else "classify"
+
+    def _classify(self, answers):
+        """`serve_examples`' answers as the Classify API's outputs, or the Regress API's."""
+        if "score" in answers:
+            return {"outputs": answers["score"]}
+        batch = tf.shape(answers["probabilities"])[0]
+        return {"classes": tf.tile(self._label_table[tf.newaxis], [batch, 1]),
+                "scores": answers["probabilities"]}
+
+    @property
     def text_inputs(self):
         """The names of `serving_default`'s string inputs (empty without a preprocessor)."""
         return tuple(spec.name for spec in self._text_specs)
@@ -260,6 +292,8 @@ class ServingModule(tf.Module):
                       "serve_token_ids": self.serve_token_ids.get_concrete_function()}
         if self.serve_examples is not None:
             signatures["serve_examples"] = self.serve_examples.get_concrete_function()
+        if self.serve_classify is not None:
+            signatures[self.classify_signature] = self.serve_classify.get_concrete_function()
         variables = {}
         for fn in signatures.values():
             for v in fn.variables:

@@ -151,9 +151,60 @@ class SessionServable:
         return dict(zip(names, values))
 
 
+    def run_examples(self, signature_name, method, serialized):
+        """TF Serving's Classify (method "tensorflow/serving/classify") or Regress ("...regress")
+        on serialized tf.Examples, with the checks and output rules of
+        tensorflow_serving/servables/tensorflow/classifier.cc (GetClassificationSignatureDef,
+        PreProcessClassification, PostProcessClassificationResult) and regressor.cc (the
+        Regression ones): {"classes": [n][k] labels, "scores": [n][k]} or {"outputs": [n]}."""
+        name = signature_name or "serving_default"
+        if name not in self.signatures:
+            raise KeyError(f"No signature was found with the name: {name}")
+        sig = self.signatures[name]
+        if sig.method_name != method:
+            raise ValueError(f"Expected signature method_name to be {method}. Was: "
+                             f"{sig.method_name}")
+        if len(sig.inputs) != 1 or "inputs" not in sig.inputs:
+            raise ValueError("Expected one input Tensor, named inputs.")
+        if not serialized:
+            raise ValueError("Input is empty.")
+        classify = method.endswith("classify")
+        names = [n for n in (("classes", "scores") if classify else ("outputs",))
+                 if n in sig.outputs]
+        if not names or len(sig.outputs) != len(names):
+            raise ValueError(f"Expected outputs {'classes and/or scores' if classify else 'outputs'}"
+                             f", found {sorted(sig.outputs)}.")
+        values = self.session.run([sig.outputs[n].name for n in names],
+                                  {sig.inputs["inputs"].name: np.array(serialized, object)})
+        out = dict(zip(names, values))
+        for key, value in out.items():
+            want = {"classes": np.object_, "scores": np.float32, "outputs": np.float32}[key]
+            shape_ok = (value.ndim == 2 if classify else
+                        value.ndim == 1 or (value.ndim == 2 and value.shape[1] == 1))
+            if value.dtype.type != want or not shape_ok or value.shape[0] != len(serialized):
+                raise ValueError(f"{key}: {value.dtype} {value.shape} for {len(serialized)} "
+                                 "examples")
+        return out
+
+
+def input_examples(request_input):
+    """The serialized tf.Examples of a Classify / Regress request's `Input`, as
+    tensorflow_serving/servables/tensorflow/util.cc's InputToSerializedExampleTensor makes them:
+    each example, or the context's serialization followed by each example's (a merge)."""
+    kind = request_input.WhichOneof("kind")
+    if kind == "example_list":
+        return [e.SerializeToString() for e in request_input.example_list.examples]
+    if kind == "example_list_with_context":
+        listed = request_input.example_list_with_context
+        context = listed.context.SerializeToString()
+        return [context + e.SerializeToString() for e in listed.examples]
+    return []
+
+
 def serve(servables):
     import grpc
-    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+    from tensorflow_serving.apis import (classification_pb2, predict_pb2,
+                                         prediction_service_pb2_grpc, regression_pb2)
 
     class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         def Predict(self, request, context):
@@ -170,6 +221,37 @@ def serve(servables):
                 response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
             return response
 
+        def _examples(self, request, context, method):
+            servable = servables.get(request.model_spec.name)
+            if servable is None:
+                context.abort(grpc.StatusCode.NOT_FOUND, "no such model")
+            try:
+                return servable.run_examples(request.model_spec.signature_name, method,
+                                             input_examples(request.input))
+            except (KeyError, TypeError, ValueError, tf.errors.OpError) as e:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e)[:500])
+
+        def Classify(self, request, context):
+            out = self._examples(request, context, "tensorflow/serving/classify")
+            response = classification_pb2.ClassificationResponse(model_spec=request.model_spec)
+            rows = len(next(iter(out.values())))
+            for i in range(rows):
+                row = response.result.classifications.add()
+                for c in range(next(iter(out.values())).shape[1]):
+                    entry = row.classes.add()
+                    if "classes" in out:
+                        entry.label = out["classes"][i, c].decode()
+                    if "scores" in out:
+                        entry.score = float(out["scores"][i, c])
+            return response
+
+        def Regress(self, request, context):
+            out = self._examples(request, context, "tensorflow/serving/regress")
+            response = regression_pb2.RegressionResponse(model_spec=request.model_spec)
+            for value in out["outputs"].reshape(-1):
+                response.result.regressions.add(value=float(value))
+            return response
+
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2),
                          options=[("grpc.max_receive_message_length", 8 << 20)])
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
@@ -181,8 +263,8 @@ def serve(servables):
 
 def grpc_checks(job):
     import grpc
-    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
-    from tensorflow_serving.apis import prediction_service_pb2_grpc
+    from tensorflow_serving.apis import (classification_pb2, predict_pb2, prediction_log_pb2,
+                                         prediction_service_pb2_grpc, regression_pb2)
 
     exports = job["exports"]
     servables = {name: SessionServable(path) for name, path in exports.items()}
@@ -207,6 +289,28 @@ def grpc_checks(job):
                            else tf.make_ndarray(v).tolist()
                            for k, v in response.outputs.items()}}
 
+        def call_api(name, api, signature, serialized, context=None):
+            """Classify or Regress with these serialized examples (after `context`)."""
+            request = (classification_pb2.ClassificationRequest() if api == "classify"
+                       else regression_pb2.RegressionRequest())
+            request.model_spec.name = name
+            request.model_spec.signature_name = signature
+            listed = (request.input.example_list if context is None
+                      else request.input.example_list_with_context)
+            if context is not None:
+                listed.context.ParseFromString(context)
+            for example in serialized:
+                listed.examples.add().ParseFromString(example)
+            try:
+                response = (stub.Classify if api == "classify" else stub.Regress)(request,
+                                                                                 timeout=60)
+            except grpc.RpcError as e:
+                return {"error": e.code().name}
+            if api == "classify":
+                return {"ok": [[[c.label, c.score] for c in row.classes]
+                               for row in response.result.classifications]}
+            return {"ok": [r.value for r in response.result.regressions]}
+
         for name, path in exports.items():
             inputs = {k: np.array(v, dtype=object) for k, v in request_inputs(job, name).items()}
             first = next(iter(inputs))
@@ -220,6 +324,17 @@ def grpc_checks(job):
                 misnamed = {("sentence" if k == first else k): v for k, v in inputs.items()}
                 out["examples_missing_feature"] = call(
                     name, {"examples": examples(misnamed)}, "serve_examples")
+            api = next((a for a in ("classify", "regress") if a in servables[name].signatures),
+                       None)
+            if api:
+                # TF Serving's Classify / Regress API: the rows as Examples; every row from
+                # one context; and the API on a predict signature, which the server refuses.
+                rows = examples(inputs)
+                out[api] = call_api(name, api, api, rows)
+                out[f"{api}_from_context"] = call_api(
+                    name, api, api, [b""] * len(rows),  # empty examples: all from the context
+                    context=examples({k: v[:1] for k, v in inputs.items()})[0])
+                out[f"{api}_on_predict_signature"] = call_api(name, api, "serving_default", rows)
             warmup = os.path.join(path, "assets.extra", "tf_serving_warmup_requests")
             replies = []
             for record in tf.compat.v1.io.tf_record_iterator(warmup):

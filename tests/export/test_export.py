@@ -112,6 +112,9 @@ def test_layout(minilm):
     np.testing.assert_array_equal(examples["text"], tf.make_ndarray(requests[1].inputs["text"]))
     assert meta["signatures"]["serve_examples"] == {"inputs": ["examples"],
                                                     "example_features": ["text"]}
+    assert meta["signatures"]["classify"] == {"inputs": ["inputs"],
+                                              "method": "tensorflow/serving/classify",
+                                              "example_features": ["text"]}
 
 
 def test_fresh_process_imports_no_kbert_or_keras(served):
@@ -172,10 +175,20 @@ def test_emulated_grpc_prediction_service(served, minilm):
     # refused.
     assert grpc["examples"] == grpc["predict"]
     assert grpc["examples_missing_feature"] == {"error": "INVALID_ARGUMENT"}
+    # TF Serving's Classify API: every label with its probability, per example; an example
+    # list with a context merges it into each example; a predict signature is refused.
+    classified = grpc["classify"]["ok"]
+    assert [[label for label, _ in row] for row in classified] == [LABELS] * len(TEXTS)
+    np.testing.assert_allclose([[score for _, score in row] for row in classified],
+                               minilm["probabilities"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose([[score for _, score in row]
+                                for row in grpc["classify_from_context"]["ok"]],
+                               minilm["probabilities"][[0] * len(TEXTS)], atol=1e-5, rtol=0)
+    assert grpc["classify_on_predict_signature"] == {"error": "INVALID_ARGUMENT"}
     emb = served["grpc"]["backbone"]
     np.testing.assert_allclose(emb["predict"]["ok"]["pooled_output"], minilm["pooled_output"],
                                atol=1e-5, rtol=0)
-    assert emb["examples"] == emb["predict"]
+    assert emb["examples"] == emb["predict"] and "classify" not in emb
     assert len(emb["warmup"]) == 3 and all(isinstance(r, list) for r in emb["warmup"])
 
 
@@ -198,6 +211,9 @@ def test_saved_model_cli_show(minilm):
     assert re.search(r"inputs\['examples'\] tensor_info:\s+dtype: DT_STRING\s+shape: \(-1\)",
                      examples)
     assert "outputs['label'] tensor_info:\n        dtype: DT_STRING" in examples
+    classify = text.split("signature_def['classify']")[1].split("signature_def[")[0]
+    assert "Method name is: tensorflow/serving/classify" in classify
+    assert sorted(re.findall(r"outputs\['(\w+)'\]", classify)) == ["classes", "scores"]
 
 
 def test_saved_model_cli_run(minilm):
@@ -330,6 +346,29 @@ def test_pair_classifier_and_regression(tiny, tmp_path):
                                atol=1e-5)
     ids = pre(tf.constant(texts))
     np.testing.assert_allclose(sig["serve_token_ids"](**ids)["score"], out["score"], atol=1e-5)
+
+
+def test_regression_answers_the_regress_api(tiny, tmp_path):
+    """A regression export's `regress` signature, through the emulated TF Serving's Regress
+    API in a fresh process: the scores `serving_default` gives."""
+    backbone, pre = tiny
+    model = BertClassifier(backbone, num_classes=1)
+    path = export_saved_model(model, tmp_path / "reg", preprocessor=pre)
+    texts = ["the movie was good", "a bad film !", "it"]
+    job = {"exports": {"reg": str(path)}, "texts": texts}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    proc = subprocess.run([sys.executable, str(HERE / "serving_client.py"),
+                           str(tmp_path / "job.json"), str(tmp_path / "result.json")],
+                          env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["errors"] == [], result["errors"]
+    grpc = result["grpc"]["reg"]
+    scores = grpc["predict"]["ok"]["score"]
+    np.testing.assert_allclose(scores, model(pre(tf.constant(texts)))[:, 0], atol=1e-5)
+    np.testing.assert_allclose(grpc["regress"]["ok"], scores, atol=1e-6)
+    np.testing.assert_allclose(grpc["regress_from_context"]["ok"], scores[:1] * 3, atol=1e-6)
+    assert grpc["regress_on_predict_signature"] == {"error": "INVALID_ARGUMENT"}
 
 
 def test_multiple_choice(tiny, tmp_path):
