@@ -4,7 +4,7 @@
 ...                           label_names=["negative", "positive"])   # → .../sentiment/1
 
 See `kbert.export.saved_model` (layout, atomic versioned writes, warm-up requests),
-`kbert.export.signatures` (inputs and outputs per model type), `kbert.export.task_outputs`
+`kbert.export.signatures` (inputs and outputs per model type; `serving_tasks`: which type), `kbert.export.task_outputs`
 (what each task's signatures compute) and `kbert.export.serving_ops` (the ops stock TensorFlow
 Serving has, and the check every export passes).
 """
@@ -12,7 +12,8 @@ Serving has, and the check every export passes).
 from kbert.export.saved_model import (export_from_cli, export_saved_model, existing_versions,
                                       next_version)
 from kbert.export.serving_ops import TF_TEXT_SERVING_OPS, check_servable, unservable_ops
-from kbert.export.signatures import PREDICT_METHOD, TASKS, ServingModule
+from kbert.export.serving_tasks import TASKS
+from kbert.export.signatures import PREDICT_METHOD, ServingModule
 
 __all__ = ["export_saved_model", "export_from_cli", "existing_versions", "next_version",
            "ServingModule", "TASKS", "PREDICT_METHOD", "TF_TEXT_SERVING_OPS", "check_servable",

@@ -92,7 +92,7 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
         sentences; an empty list writes none). Needs the `tensorflow-serving-api` package.
       sentence_pair: a classifier / backbone on sentence pairs: `serving_default` takes
         `text` and `text_pair`.
-      task: a `kbert.export.signatures.TASKS` name, to override the type-based choice.
+      task: a `kbert.export.serving_tasks.TASKS` name, to override the type-based choice.
       check_ops: refuse an export that uses ops stock TensorFlow Serving lacks.
       squad_version, null_threshold: for a span labeler: "2.0" answers "" when the null
         score beats the best span by more than `null_threshold` (the run's, from training).

@@ -1,4 +1,5 @@
-"""Serving signatures: one table from model type to what its signatures take and return.
+"""Serving signatures: what each kind of model's signatures take and return (which kind a
+model is: `kbert.export.serving_tasks`).
 
 Every export has these signatures, with method name "tensorflow/serving/predict" unless said:
 
@@ -58,15 +59,10 @@ Outputs, by task:
   the windows' `start_logits`, `end_logits` float32 [batch, seq].
 """
 
-import dataclasses
-import importlib
-
 import tensorflow as tf
 
 from kbert.export.input_checks import check_preprocessor, check_token_inputs, model_limits
-from kbert.export.task_outputs import (choice_outputs, classifier_outputs, embedding_outputs,
-                                       feature_outputs, serve_entities, serve_spans,
-                                       span_outputs, token_outputs)
+from kbert.export.serving_tasks import label_names_for, num_choices, num_classes, task_for
 from kbert.models.backbone import INPUT_KEYS
 from kbert.text.trim import trim_to_longest
 
@@ -78,100 +74,6 @@ EXAMPLES_INPUT = "examples"  # `serve_examples`' input: serialized tf.Examples
 SERVING_METHODS = {"classify": "tensorflow/serving/classify",
                    "regress": "tensorflow/serving/regress"}
 CLASSIFY_INPUT = "inputs"
-
-
-@dataclasses.dataclass(frozen=True)
-class Task:
-    """How one kind of model is served. `inputs`: "text" (a sentence, or a pair with
-    `sentence_pair=True`), "choices" (`text` + `choices` [batch, num_choices]) or
-    "question_context" (`question` + `context`; `serve_text` then takes both).
-    `classes`: the model has label classes (so `label_names` apply). `serve_text`: a function
-    (module, text) replacing the pack-and-run text path (tasks whose answers need the text)."""
-
-    name: str
-    inputs: str
-    outputs: object
-    classes: bool = False
-    serve_text: object = None
-
-
-TASKS = {
-    "classifier": Task("classifier", "text", classifier_outputs, classes=True),
-    "multiple_choice": Task("multiple_choice", "choices", choice_outputs),
-    "backbone": Task("backbone", "text", embedding_outputs),
-    "feature_extractor": Task("feature_extractor", "text", feature_outputs),
-    "token_classifier": Task("token_classifier", "text", token_outputs, classes=True,
-                             serve_text=serve_entities),
-    "span_labeler": Task("span_labeler", "question_context", span_outputs,
-                         serve_text=serve_spans),
-}
-
-# Model class → task. Most specific classes first; classes missing from this kbert are skipped.
-MODEL_TASKS = (
-    ("kbert.models.classifier", "BertClassifier", "classifier"),
-    ("kbert.models.feature_extractor", "BertFeatureClassifier", "classifier"),
-    ("kbert.models.multiple_choice", "BertMultipleChoice", "multiple_choice"),
-    ("kbert.models.span_labeler", "BertSpanLabeler", "span_labeler"),
-    ("kbert.models.token_classifier", "BertTokenClassifier", "token_classifier"),
-    ("kbert.models.feature_extractor", "BertFeatureExtractor", "feature_extractor"),
-    ("kbert.models.backbone", "BertBackbone", "backbone"),
-)
-
-
-def task_for(model, task=None):
-    """The `Task` for `model`: `task` (a name in `TASKS`) if given, else by the model's type."""
-    if task is not None:
-        if task not in TASKS:
-            raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}.")
-        return TASKS[task]
-    for module, cls_name, name in MODEL_TASKS:
-        try:
-            cls = getattr(importlib.import_module(module), cls_name)
-        except (ImportError, AttributeError):
-            continue
-        if isinstance(model, cls):
-            return TASKS[name]
-    raise TypeError(f"No serving signature for a {type(model).__name__}; pass task= one of "
-                    f"{sorted(TASKS)} for a model with the same inputs and outputs (e.g. "
-                    "task='classifier' for a model that returns logits [batch, classes]).")
-
-
-def _num_choices(model):
-    shape = model.input["token_ids"].shape
-    if len(shape) != 3 or shape[1] is None:
-        raise ValueError(f"A multiple-choice model needs inputs [batch, num_choices, seq] with "
-                         f"a fixed num_choices; got {shape}.")
-    return int(shape[1])
-
-
-def _num_classes(model):
-    shape = model.output.shape
-    if len(shape) not in (2, 3) or shape[-1] is None:
-        raise ValueError(f"A classifier must return logits [batch, num_classes] (or [batch, "
-                         f"seq, num_classes] for a token classifier), got {shape}.")
-    return int(shape[-1])
-
-
-def _label_names(task, model, label_names):
-    """A classifier's class names, as strings in id order, checked against the model (default:
-    "0", "1", ...; a token classifier's own IOB tags); None for the other tasks."""
-    if not task.classes:
-        if label_names is not None:
-            raise ValueError(f"label_names apply to classifiers, not to a {task.name}.")
-        return None
-    num_classes = _num_classes(model)
-    if label_names is None and task.serve_text is serve_entities:
-        label_names = getattr(model, "label_names", None)
-        if label_names is None:
-            raise ValueError("A token classifier's export needs label_names (its IOB "
-                             "tags, e.g. B-PER) to read entities off the tags.")
-    if label_names is None:
-        label_names = [str(i) for i in range(num_classes)]
-    label_names = [str(n) for n in label_names]
-    if num_classes > 1 and len(label_names) != num_classes:
-        raise ValueError(f"label_names has {len(label_names)} names for a model with "
-                         f"{num_classes} classes.")
-    return label_names
 
 
 class ServingModule(tf.Module):
@@ -207,8 +109,8 @@ class ServingModule(tf.Module):
         if self.task.inputs == "choices" and self.sentence_pair:
             raise ValueError("sentence_pair does not apply to multiple choice: its inputs are "
                              "`text` and `choices`.")
-        self.num_choices = _num_choices(model) if self.task.inputs == "choices" else None
-        self.label_names = _label_names(self.task, model, label_names)
+        self.num_choices = num_choices(model) if self.task.inputs == "choices" else None
+        self.label_names = label_names_for(self.task, model, label_names)
         self._label_table = tf.constant(self.label_names or [""], tf.string)
 
         seq = [None, self.num_choices, None] if self.num_choices else [None, None]
@@ -269,7 +171,7 @@ class ServingModule(tf.Module):
         where the export has none)."""
         if self.serve_classify is None:
             return None
-        return "regress" if _num_classes(self.model) == 1 else "classify"
+        return "regress" if num_classes(self.model) == 1 else "classify"
 
     def _classify(self, answers):
         """`serve_examples`' answers as the Classify API's outputs, or the Regress API's."""
@@ -285,8 +187,9 @@ class ServingModule(tf.Module):
         return tuple(spec.name for spec in self._text_specs)
 
     def signatures(self):
-        """{"serving_default": ..., "serve_token_ids": ..., "serve_examples": ...} concrete
-        functions (the last with a preprocessor only); tracks the variables they use."""
+        """{"serving_default": ..., "serve_token_ids": ...} concrete functions, with a
+        preprocessor also "serve_examples" and a classifier's "classify" or "regress"; tracks
+        the variables they use."""
         default = self.serve_text if self.serve_text is not None else self.serve_token_ids
         signatures = {"serving_default": default.get_concrete_function(),
                       "serve_token_ids": self.serve_token_ids.get_concrete_function()}

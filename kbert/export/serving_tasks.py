@@ -1,0 +1,104 @@
+"""Which serving task a model is: one table from model type to the inputs its signatures take
+and the outputs they return (`kbert.export.signatures` builds the signatures from it), and the
+model facts they need (its number of choices, of classes, its label names)."""
+
+import dataclasses
+import importlib
+
+from kbert.export.task_outputs import (choice_outputs, classifier_outputs, embedding_outputs,
+                                       feature_outputs, serve_entities, serve_spans,
+                                       span_outputs, token_outputs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """How one kind of model is served. `inputs`: "text" (a sentence, or a pair with
+    `sentence_pair=True`), "choices" (`text` + `choices` [batch, num_choices]) or
+    "question_context" (`question` + `context`; `serve_text` then takes both).
+    `classes`: the model has label classes (so `label_names` apply). `serve_text`: a function
+    (module, text) replacing the pack-and-run text path (tasks whose answers need the text)."""
+
+    name: str
+    inputs: str
+    outputs: object
+    classes: bool = False
+    serve_text: object = None
+
+
+TASKS = {
+    "classifier": Task("classifier", "text", classifier_outputs, classes=True),
+    "multiple_choice": Task("multiple_choice", "choices", choice_outputs),
+    "backbone": Task("backbone", "text", embedding_outputs),
+    "feature_extractor": Task("feature_extractor", "text", feature_outputs),
+    "token_classifier": Task("token_classifier", "text", token_outputs, classes=True,
+                             serve_text=serve_entities),
+    "span_labeler": Task("span_labeler", "question_context", span_outputs,
+                         serve_text=serve_spans),
+}
+
+# Model class → task. Most specific classes first; classes missing from this kbert are skipped.
+MODEL_TASKS = (
+    ("kbert.models.classifier", "BertClassifier", "classifier"),
+    ("kbert.models.feature_extractor", "BertFeatureClassifier", "classifier"),
+    ("kbert.models.multiple_choice", "BertMultipleChoice", "multiple_choice"),
+    ("kbert.models.span_labeler", "BertSpanLabeler", "span_labeler"),
+    ("kbert.models.token_classifier", "BertTokenClassifier", "token_classifier"),
+    ("kbert.models.feature_extractor", "BertFeatureExtractor", "feature_extractor"),
+    ("kbert.models.backbone", "BertBackbone", "backbone"),
+)
+
+
+def task_for(model, task=None):
+    """The `Task` for `model`: `task` (a name in `TASKS`) if given, else by the model's type."""
+    if task is not None:
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}.")
+        return TASKS[task]
+    for module, cls_name, name in MODEL_TASKS:
+        try:
+            cls = getattr(importlib.import_module(module), cls_name)
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(model, cls):
+            return TASKS[name]
+    raise TypeError(f"No serving signature for a {type(model).__name__}; pass task= one of "
+                    f"{sorted(TASKS)} for a model with the same inputs and outputs (e.g. "
+                    "task='classifier' for a model that returns logits [batch, classes]).")
+
+
+def num_choices(model):
+    shape = model.input["token_ids"].shape
+    if len(shape) != 3 or shape[1] is None:
+        raise ValueError(f"A multiple-choice model needs inputs [batch, num_choices, seq] with "
+                         f"a fixed num_choices; got {shape}.")
+    return int(shape[1])
+
+
+def num_classes(model):
+    shape = model.output.shape
+    if len(shape) not in (2, 3) or shape[-1] is None:
+        raise ValueError(f"A classifier must return logits [batch, num_classes] (or [batch, "
+                         f"seq, num_classes] for a token classifier), got {shape}.")
+    return int(shape[-1])
+
+
+def label_names_for(task, model, label_names):
+    """A classifier's class names, as strings in id order, checked against the model (default:
+    "0", "1", ...; a token classifier's own IOB tags); None for the other tasks."""
+    if not task.classes:
+        if label_names is not None:
+            raise ValueError(f"label_names apply to classifiers, not to a {task.name}.")
+        return None
+    count = num_classes(model)
+    if label_names is None and task.serve_text is serve_entities:
+        label_names = getattr(model, "label_names", None)
+        if label_names is None:
+            raise ValueError("A token classifier's export needs label_names (its IOB "
+                             "tags, e.g. B-PER) to read entities off the tags.")
+    if label_names is None:
+        label_names = [str(i) for i in range(count)]
+    label_names = [str(n) for n in label_names]
+    if count > 1 and len(label_names) != count:
+        raise ValueError(f"label_names has {len(label_names)} names for a model with "
+                         f"{count} classes.")
+    return label_names
