@@ -129,7 +129,9 @@ def _export_parser(commands):
     export = subcommand(
         commands, "export", "export a fine-tuned model for TensorFlow Serving",
         "Write OUTPUT_DIR/<version>/, a SavedModel whose serving_default signature "
-        "takes raw strings (tokenization in the graph), plus serve_token_ids.",
+        "takes raw strings (tokenization in the graph), plus serve_token_ids, serve_examples "
+        "(the strings as tf.Examples) and, for classifiers, TF Serving's classify (or "
+        "regress) API.",
         "  kbert export runs/sentiment saved_models/sentiment --labels negative,positive\n"
         "  kbert export runs/qnli saved_models/qnli --pair --version 3")
     export.add_argument("model", help="a kbert finetune output dir, or a .keras file")
