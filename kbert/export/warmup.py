@@ -66,20 +66,35 @@ def serialized_examples(inputs):
 
 def write_requests(path, module, texts, model_name):
     """A TFRecord of `PredictionLog`s for TF Serving's warm-up: `serving_default` with one text
-    and with all of them, so both the batch-1 and the batched paths are traced and loaded, and
-    `serve_examples` with all of them."""
-    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+    and with all of them, so both the batch-1 and the batched paths are traced and loaded,
+    `serve_examples` with all of them, and a classifier's Classify (or Regress) API too."""
+    from tensorflow_serving.apis import (classification_pb2, model_pb2, predict_pb2,
+                                         prediction_log_pb2, regression_pb2)
 
+    def spec(signature):
+        return model_pb2.ModelSpec(name=model_name, signature_name=signature)
+
+    logs = []
+    examples = serialized_examples(request_inputs(module, texts))
     batches = [texts[:1]] + ([texts] if len(texts) > 1 else [])
-    requests = [("serving_default", request_inputs(module, batch)) for batch in batches]
-    requests.append(("serve_examples",
-                     {EXAMPLES_INPUT: serialized_examples(request_inputs(module, texts))}))
+    for signature, inputs in [("serving_default", request_inputs(module, batch))
+                              for batch in batches] + [("serve_examples",
+                                                        {EXAMPLES_INPUT: examples})]:
+        request = predict_pb2.PredictRequest(model_spec=spec(signature))
+        for key, value in inputs.items():
+            request.inputs[key].CopyFrom(tf.make_tensor_proto(value, dtype=tf.string))
+        logs.append(prediction_log_pb2.PredictionLog(
+            predict_log=prediction_log_pb2.PredictLog(request=request)))
+    api = module.classify_signature
+    if api:
+        request = (classification_pb2.ClassificationRequest if api == "classify"
+                   else regression_pb2.RegressionRequest)(model_spec=spec(api))
+        for example in examples:
+            request.input.example_list.examples.add().ParseFromString(example)
+        logs.append(prediction_log_pb2.PredictionLog(
+            classify_log=prediction_log_pb2.ClassifyLog(request=request)) if api == "classify"
+            else prediction_log_pb2.PredictionLog(
+                regress_log=prediction_log_pb2.RegressLog(request=request)))
     with tf.io.TFRecordWriter(str(path)) as writer:
-        for signature, inputs in requests:
-            request = predict_pb2.PredictRequest(
-                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature))
-            for key, value in inputs.items():
-                request.inputs[key].CopyFrom(tf.make_tensor_proto(value, dtype=tf.string))
-            log = prediction_log_pb2.PredictionLog(
-                predict_log=prediction_log_pb2.PredictLog(request=request))
+        for log in logs:
             writer.write(log.SerializeToString())

@@ -339,11 +339,18 @@ def grpc_checks(job):
             replies = []
             for record in tf.compat.v1.io.tf_record_iterator(warmup):
                 log = prediction_log_pb2.PredictionLog.FromString(record)
-                request = log.predict_log.request
+                kind = log.WhichOneof("log_type")  # predict_log, classify_log or regress_log
+                request = getattr(log, kind).request
                 request.model_spec.name = name
                 try:
-                    response = stub.Predict(request, timeout=60)
-                    replies.append(sorted(response.outputs))
+                    if kind == "predict_log":
+                        replies.append(sorted(stub.Predict(request, timeout=60).outputs))
+                    elif kind == "classify_log":
+                        result = stub.Classify(request, timeout=60).result
+                        replies.append([f"classify:{len(result.classifications)}"])
+                    else:
+                        result = stub.Regress(request, timeout=60).result
+                        replies.append([f"regress:{len(result.regressions)}"])
                 except grpc.RpcError as e:
                     replies.append(e.code().name)
             out["warmup"] = replies

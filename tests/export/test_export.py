@@ -101,9 +101,11 @@ def test_layout(minilm):
 
     records = list(tf.data.TFRecordDataset(
         str(path / "assets.extra" / "tf_serving_warmup_requests")).as_numpy_iterator())
-    assert len(records) == 3
-    requests = [prediction_log_pb2.PredictionLog.FromString(r).predict_log.request
-                for r in records]
+    assert len(records) == 4
+    logs = [prediction_log_pb2.PredictionLog.FromString(r) for r in records]
+    assert [log.WhichOneof("log_type") for log in logs] == ["predict_log"] * 3 + ["classify_log"]
+    assert len(logs[3].classify_log.request.input.example_list.examples) == 4
+    requests = [log.predict_log.request for log in logs[:3]]
     assert [r.model_spec.signature_name for r in requests] == [
         "serving_default", "serving_default", "serve_examples"]
     assert [tf.make_ndarray(r.inputs["text"]).shape for r in requests[:2]] == [(1,), (4,)]
@@ -170,7 +172,8 @@ def test_emulated_grpc_prediction_service(served, minilm):
     assert grpc["wrong_dtype"] == {"error": "INVALID_ARGUMENT"}
     assert grpc["wrong_key"] == {"error": "INVALID_ARGUMENT"}
     assert "ok" in grpc["after_errors"]
-    assert grpc["warmup"] == [["label", "label_id", "logits", "probabilities"]] * 3
+    assert grpc["warmup"] == [["label", "label_id", "logits", "probabilities"]] * 3 + [
+        ["classify:4"]]
     # The same texts as tf.Examples (serve_examples): the same answers; a missing feature is
     # refused.
     assert grpc["examples"] == grpc["predict"]
@@ -368,6 +371,7 @@ def test_regression_answers_the_regress_api(tiny, tmp_path):
     np.testing.assert_allclose(scores, model(pre(tf.constant(texts)))[:, 0], atol=1e-5)
     np.testing.assert_allclose(grpc["regress"]["ok"], scores, atol=1e-6)
     np.testing.assert_allclose(grpc["regress_from_context"]["ok"], scores[:1] * 3, atol=1e-6)
+    assert grpc["warmup"][-1] == ["regress:4"]
     assert grpc["regress_on_predict_signature"] == {"error": "INVALID_ARGUMENT"}
 
 
