@@ -116,8 +116,7 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
         with atomic_directory(target, overwrite=True) as staging:
             tf.saved_model.save(module, str(staging), signatures=signatures)
             if module.classify_signature:
-                name = module.classify_signature
-                _set_method_names(staging, {name: SERVING_METHODS[name]})
+                _set_method_name(staging, module.classify_signature)
             _write_extras(staging / "assets.extra", module, model, preprocessor, version,
                           warmup_texts, model_name=base.name)
             if check_ops:
@@ -127,18 +126,17 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
     return target
 
 
-def _set_method_names(export_dir, methods):
-    """Gives signatures (`{name: method}`) the method names of TF Serving's Classify / Regress
-    APIs, which `tf.saved_model.save` cannot write (every signature it writes is predict), and
-    writes the fingerprint of the changed saved_model.pb as the save does."""
+def _set_method_name(export_dir, signature):
+    """Gives `signature` ("classify" or "regress") the method name of TF Serving's Classify /
+    Regress API, which `tf.saved_model.save` cannot write (every signature it writes is
+    predict), and writes the fingerprint of the changed saved_model.pb as the save does."""
     from tensorflow.core.protobuf import saved_model_pb2
     from tensorflow.python.saved_model import fingerprinting_utils
 
     path = pathlib.Path(export_dir) / "saved_model.pb"
     proto = saved_model_pb2.SavedModel.FromString(path.read_bytes())
     for meta_graph in proto.meta_graphs:
-        for name, method in methods.items():
-            meta_graph.signature_def[name].method_name = method
+        meta_graph.signature_def[signature].method_name = SERVING_METHODS[signature]
     path.write_bytes(proto.SerializeToString())
     fingerprinting_utils.write_fingerprint(str(export_dir))
 
