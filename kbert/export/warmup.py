@@ -1,7 +1,8 @@
 """TensorFlow Serving warm-up requests for an export (`assets.extra/tf_serving_warmup_requests`):
 the model server replays them at load, so the first user request does not pay for tracing.
 The texts fill every text input of the `serving_default` signature, whatever the task, and
-the same inputs go to `serve_examples` as tf.Examples."""
+the same inputs go to `serve_examples` (and to a classifier's Classify or Regress API) as
+tf.Examples."""
 
 import warnings
 
