@@ -146,9 +146,10 @@ def _predict(args) -> int:
         if inputs:
             raise ValueError("--input reads every input from its file; leave out "
                              f"{', '.join('--' + k.replace('_', '-') for k in inputs)}.")
+        args.batch_size = args.batch_size or 64  # set: out-of-memory advice halves it
         return _predict_file(args)
-    if args.output is not None:
-        raise ValueError("--output goes with --input (one answer a line).")
+    if args.output is not None or args.batch_size is not None:
+        raise ValueError("--output and --batch-size go with --input (a file of inputs).")
     print(json.dumps(predict_run(args.model, **inputs), indent=2, ensure_ascii=False))
     return 0
 

@@ -120,8 +120,8 @@ def _predict_parser(commands):
              "needs; answers come out one a line")
     predict.add_argument("--output", metavar="FILE",
                          help="with --input: write the answers here (default: standard output)")
-    predict.add_argument("--batch-size", type=positive_int, default=64,
-                         help="with --input: lines run through the model at once")
+    predict.add_argument("--batch-size", type=positive_int,
+                         help="with --input: lines run through the model at once (default 64)")
     return predict
 
 

@@ -157,6 +157,10 @@ def test_predict_file_errors_name_the_line(sentiment_run, tmp_path):
                                                     "--input", tmp_path / "0.jsonl"]],
                           capture_output=True, text=True, timeout=600)
     assert both.returncode == 2 and "leave out --text" in both.stderr
+    alone = subprocess.run([str(c) for c in KBERT + ["predict", sentiment_run, "--text", "x",
+                                                     "--batch-size", "8"]],
+                           capture_output=True, text=True, timeout=600)
+    assert alone.returncode == 2 and "--batch-size go with --input" in alone.stderr
 
 
 def test_commands_on_a_directory_that_is_not_a_run(tmp_path):
