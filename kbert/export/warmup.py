@@ -75,12 +75,12 @@ def write_requests(path, module, texts, model_name):
     def spec(signature):
         return model_pb2.ModelSpec(name=model_name, signature_name=signature)
 
-    logs = []
     examples = serialized_examples(request_inputs(module, texts))
     batches = [texts[:1]] + ([texts] if len(texts) > 1 else [])
-    for signature, inputs in [("serving_default", request_inputs(module, batch))
-                              for batch in batches] + [("serve_examples",
-                                                        {EXAMPLES_INPUT: examples})]:
+    predictions = [("serving_default", request_inputs(module, batch)) for batch in batches]
+    predictions.append(("serve_examples", {EXAMPLES_INPUT: examples}))
+    logs = []
+    for signature, inputs in predictions:
         request = predict_pb2.PredictRequest(model_spec=spec(signature))
         for key, value in inputs.items():
             request.inputs[key].CopyFrom(tf.make_tensor_proto(value, dtype=tf.string))
@@ -88,14 +88,15 @@ def write_requests(path, module, texts, model_name):
             predict_log=prediction_log_pb2.PredictLog(request=request)))
     api = module.classify_signature
     if api:
-        request = (classification_pb2.ClassificationRequest if api == "classify"
-                   else regression_pb2.RegressionRequest)(model_spec=spec(api))
+        request_cls, log_field, log_cls = {
+            "classify": (classification_pb2.ClassificationRequest, "classify_log",
+                         prediction_log_pb2.ClassifyLog),
+            "regress": (regression_pb2.RegressionRequest, "regress_log",
+                        prediction_log_pb2.RegressLog)}[api]
+        request = request_cls(model_spec=spec(api))
         for example in examples:
             request.input.example_list.examples.add().ParseFromString(example)
-        logs.append(prediction_log_pb2.PredictionLog(
-            classify_log=prediction_log_pb2.ClassifyLog(request=request)) if api == "classify"
-            else prediction_log_pb2.PredictionLog(
-                regress_log=prediction_log_pb2.RegressLog(request=request)))
+        logs.append(prediction_log_pb2.PredictionLog(**{log_field: log_cls(request=request)}))
     with tf.io.TFRecordWriter(str(path)) as writer:
         for log in logs:
             writer.write(log.SerializeToString())
