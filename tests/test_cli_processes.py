@@ -21,16 +21,17 @@ CPP_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\]|absl::Initialize
 
 def assert_quiet(command, stderr):
     """For `kbert` commands (other processes here load TensorFlow themselves)."""
+    command = command[2:] if command[0] == "env" else command
     if [str(c) for c in command[:len(KBERT)]] != KBERT:
         return
     found = CPP_LOG_LINE.search(stderr)
     assert found is None, f"{command} printed a TensorFlow C++ log line:\n{stderr[-2000:]}"
 
 
-def run(command, timeout=900):
+def run(command, timeout=900, cwd=None):
     """(stdout, stderr) of a command that must succeed, in a new process."""
     done = subprocess.run([str(c) for c in command], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd)
     assert done.returncode == 0, f"{command} failed:\n{done.stderr[-3000:]}"
     assert_quiet(command, done.stderr)
     return done.stdout, done.stderr
@@ -46,6 +47,19 @@ def run_together(*commands, timeout=900):
         assert proc.returncode == 0, f"{command} failed:\n{err[-3000:]}"
         assert_quiet(command, err)
     return outputs
+
+
+def without_task_data(command, cache):
+    """`command` run with the empty directory `cache` as kbert's data cache: any task data it
+    reads would be fetched into it."""
+    cache.mkdir(exist_ok=True)
+    return ["env", f"KBERT_CACHE={cache}", *command]
+
+
+def fetched(cache):
+    """The registry artifacts in `cache` (each unpacks into a directory; the tokenizer's
+    Unicode tables, built here, are files)."""
+    return [path.name for path in cache.iterdir() if path.is_dir()]
 
 
 def python(code, *args):
@@ -77,11 +91,12 @@ SERVE = ("import json, sys, tensorflow as tf, tensorflow_text; "
 def test_evaluate_predict_load_model_and_export_agree_in_new_processes(sentiment_run, tmp_path):
     evaluated, predicted, loaded, _ = run_together(
         KBERT + ["evaluate", sentiment_run, "--split", "dev", "--max-eval-examples", "32"],
-        KBERT + ["predict", sentiment_run, "--text", TEXT],
+        without_task_data(KBERT + ["predict", sentiment_run, "--text", TEXT], tmp_path / "cache"),
         # the issue's repro: nothing but `import kbert` before loading the saved model
         [sys.executable, "-c", LOAD_AND_PREDICT, sentiment_run, TEXT],
         KBERT + ["export", sentiment_run, tmp_path / "served"])
     assert "sentiment dev (32 examples): accuracy" in evaluated[0]
+    assert fetched(tmp_path / "cache") == []  # run.json held all that predict needed
     saved = json.loads((sentiment_run / "eval_dev" / "metrics.json").read_text())
     assert saved["examples"] == 32 and 0 <= saved["accuracy"] <= 1
 
@@ -163,6 +178,38 @@ def test_predict_file_errors_name_the_line(sentiment_run, tmp_path):
     assert alone.returncode == 2 and "--batch-size go with --input" in alone.stderr
 
 
+@pytest.mark.slow
+def test_a_run_answers_away_from_its_data(tmp_path):
+    """A run trained on a GLUE directory given relative to the working directory: `evaluate`
+    finds the data from elsewhere (run.json keeps the absolute path), and `predict` answers
+    the same once the data is gone (run.json holds the labels and that it reads pairs)."""
+    rte = tmp_path / "RTE"
+    rte.mkdir()
+    rows = ["index\tsentence1\tsentence2\tlabel",
+            "0\tA cat sat on the mat.\tA cat sat.\tentailment",
+            "1\tThe dog barked.\tNo animal made a sound.\tnot_entailment"]
+    for split in ("train", "dev"):
+        (rte / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    run(KBERT + ["finetune", "--task", "glue", "--data-dir", "RTE", "--preset", "tiny",
+                 "--steps", "2", "--batch-size", "2", "--output", "run"], cwd=tmp_path)
+    pair = ["--text", "A cat sat on the mat.", "--text-pair", "A cat sat."]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (evaluated, _), (before, _) = run_together(
+        KBERT + ["evaluate", tmp_path / "run", "--split", "dev"],
+        KBERT + ["predict", tmp_path / "run", *pair])
+    assert "glue dev (2 examples): accuracy" in evaluated
+    rte.rename(tmp_path / "moved")
+    after, _ = run(without_task_data(KBERT + ["predict", "../run", *pair], tmp_path / "cache"),
+                   cwd=elsewhere)
+    assert json.loads(after) == json.loads(before)
+    assert json.loads(after)["label"] in ("entailment", "not_entailment")
+    assert fetched(tmp_path / "cache") == []
+    one = subprocess.run([str(c) for c in KBERT + ["predict", tmp_path / "run", *pair[:2]]],
+                         capture_output=True, text=True, timeout=600)
+    assert one.returncode == 2 and "reads sentence pairs: give --text-pair too" in one.stderr
+
+
 def test_commands_on_a_directory_that_is_not_a_run(tmp_path):
     procs = [subprocess.Popen([str(c) for c in KBERT + command], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
@@ -208,10 +255,12 @@ def test_squad_run_evaluates_predicts_and_serves_the_same_answers(tmp_path):
                                   for q in (QUESTION, "Who saw the Mona Lisa?")))
     (evaluated, _), (out, _), _, (many, _) = run_together(
         KBERT + ["evaluate", output, "--max-eval-examples", "8"],
-        KBERT + ["predict", output, "--question", QUESTION, "--context", CONTEXT],
+        without_task_data(KBERT + ["predict", output, "--question", QUESTION, "--context",
+                                   CONTEXT], tmp_path / "cache"),
         KBERT + ["export", output, tmp_path / "served"],
         KBERT + ["predict", output, "--input", requests])
     assert "squad dev (8 examples): exact_match" in evaluated
+    assert fetched(tmp_path / "cache") == []
     answer = json.loads(out)
     assert CONTEXT[answer["start"]:answer["end"]] == answer["answer"] != ""
     many = [json.loads(line) for line in many.splitlines()]
@@ -236,10 +285,11 @@ def test_conll_run_evaluates_predicts_and_serves_the_same_entities(tmp_path):
                                   for t in (NER_TEXT, "John lives in Berlin.")))
     (evaluated, _), (out, _), _, (many, _) = run_together(
         KBERT + ["evaluate", output, "--split", "dev", "--max-eval-examples", "8"],
-        KBERT + ["predict", output, "--text", NER_TEXT],
+        without_task_data(KBERT + ["predict", output, "--text", NER_TEXT], tmp_path / "cache"),
         KBERT + ["export", output, tmp_path / "served"],
         KBERT + ["predict", output, "--input", requests])
     assert "conll dev (8 examples): precision" in evaluated
+    assert fetched(tmp_path / "cache") == []
     entities = json.loads(out)
     many = [json.loads(line) for line in many.splitlines()]
     assert len(many) == 2 and many[0] == entities

@@ -31,6 +31,16 @@ def get_spec(name, data_dir=None, **options) -> TaskSpec:
     return SentenceTask(load_task(name, data_dir), cli_name=name, data_dir=data_dir)
 
 
+def spec_of_run(info) -> TaskSpec:
+    """The spec of a run directory's run.json, for answering raw input: built from what the
+    run recorded (labels, pair-ness, options), so `kbert predict` reads no task data."""
+    from kbert.tasks.sentence import SentenceTask
+
+    if info["task"] in ("squad", "squad2", "conll"):
+        return get_spec(info["task"], info.get("data_dir"), **info.get("task_options", {}))
+    return SentenceTask.from_run(info)
+
+
 def _check_options(spec_cls, name, options):
     import inspect
 
@@ -41,4 +51,4 @@ def _check_options(spec_cls, name, options):
                          f"{', '.join(sorted(known))}.")
 
 
-__all__ = ["EVAL_SEED", "TaskSpec", "get_spec", "subset"]
+__all__ = ["EVAL_SEED", "TaskSpec", "get_spec", "spec_of_run", "subset"]

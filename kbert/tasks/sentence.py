@@ -29,6 +29,18 @@ class SentenceTask(TaskSpec):
         self.metric = task.metric
         self.data_dir = data_dir
 
+    @classmethod
+    def from_run(cls, info):
+        """The spec a run directory's run.json describes, built without reading its data: it
+        builds and answers like the spec that trained the run, wherever the run is copied."""
+        from kbert.data.tasks import Task
+
+        names = info.get("label_names")
+        task = Task(info["task"], info["kind"], info["num_classes"], splits={},
+                    label_names=tuple(names) if names else None,
+                    is_pair=info["sentence_pair"])
+        return cls(task, data_dir=info.get("data_dir"))
+
     def splits(self):
         return self.task.splits
 

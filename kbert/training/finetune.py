@@ -15,6 +15,7 @@ SQuAD spans, CoNLL tags) is a `kbert.tasks.TaskSpec` that this driver runs the s
 import functools
 import inspect
 import math
+import os
 import pathlib
 import time
 import warnings
@@ -24,7 +25,7 @@ import keras
 from kbert.atomic import removed_if_unfinished
 from kbert.models.xla import pad_multiple
 from kbert.runs import RunDirectory
-from kbert.tasks import EVAL_SEED, get_spec, subset
+from kbert.tasks import EVAL_SEED, get_spec, spec_of_run, subset
 from kbert.training import finetune_checkpoints as resumable
 from kbert.training.finetune_config import FinetuneConfig
 from kbert.training.optimizer import make_optimizer
@@ -104,6 +105,8 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     metric dicts, and the run's settings, sizes and timings.
     """
     config = config or FinetuneConfig(**settings)
+    if data_dir is not None:  # run.json keeps it: `kbert evaluate` may run from elsewhere
+        data_dir = os.path.abspath(data_dir)
     spec = _checked_spec(get_spec(task, data_dir, **(task_options or {})), config)
     output_dir = pathlib.Path(config.output_dir)
     policy = dtype_policy(config.mixed_precision)
@@ -209,9 +212,7 @@ def evaluate_run(run_dir, task=None, split="test", data_dir=None, max_eval_examp
 def open_predictor(run_dir):
     """(task spec, model) of a fine-tuned run, for answering raw input."""
     run = RunDirectory.open(run_dir)
-    info = run.info
-    spec = get_spec(info["task"], info.get("data_dir"), **info.get("task_options", {}))
-    return spec, run.load_model()
+    return spec_of_run(run.info), run.load_model()
 
 
 def predict_run(run_dir, **inputs):

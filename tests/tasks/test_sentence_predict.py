@@ -43,3 +43,17 @@ def test_choices_must_number_what_the_model_scores(backbone):
         spec.predict(model, text=["why ?", "who ?"], choices=[["a", "b", "c"], ["yes", "no"]])
     answer = spec.predict(model, text="why ?", choices=["a", "b", "c"])
     assert len(answer["probabilities"]) == 3
+
+
+def test_the_spec_a_run_records_answers_like_the_one_that_trained_it(backbone):
+    """`kbert predict` builds the spec from run.json (`SentenceTask.from_run`), not the data."""
+    model = BertMultipleChoice(backbone, num_choices=3, preprocessor=preprocessor())
+    example = (("why ?", ("a", "b", "c")), 1)
+    trained = SentenceTask(Task("t", "multiple_choice", 3, {"train": [example]}, ("x", "y", "z")))
+    recorded = SentenceTask.from_run({"task": "t", "kind": "multiple_choice", **trained.info()})
+    assert recorded.splits() == {} and not recorded.task.is_pair
+    question = dict(text=["why ?", "who ?"], choices=[["a", "b", "c"], ["c", "b", "a"]])
+    assert recorded.predict(model, **question) == trained.predict(model, **question)
+    pair = SentenceTask(Task("p", "classification", 2, {"train": [(("a", "b"), 0)]}))
+    assert SentenceTask.from_run({"task": "p", "kind": "classification",
+                                  **pair.info()}).task.is_pair

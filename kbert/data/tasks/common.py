@@ -36,7 +36,8 @@ class Task:
 
     kind: "classification", "regression" or "multiple_choice". `num_classes` is the number of
     labels (1 for regression, the number of choices for multiple choice). `splits` maps "train",
-    "dev" and, where the task has one, "test" to lists of examples.
+    "dev" and, where the task has one, "test" to lists of examples; it is empty in the task a
+    run directory describes (`SentenceTask.from_run`), which answers but holds no data.
     """
 
     name: str
@@ -45,11 +46,12 @@ class Task:
     splits: dict
     label_names: tuple = None
     description: str = ""
+    is_pair: bool = None  # sentence pairs; None: read from the first example
 
-    @property
-    def is_pair(self):
-        first = next(iter(self.splits.values()))[0][0]
-        return isinstance(first, tuple) and self.kind != "multiple_choice"
+    def __post_init__(self):
+        if self.is_pair is None:
+            first = next((rows[0][0] for rows in self.splits.values() if rows), None)
+            self.is_pair = isinstance(first, tuple) and self.kind != "multiple_choice"
 
     @property
     def metric(self):
