@@ -15,6 +15,11 @@ def _convert(args) -> int:
     from kbert.presets import resolve, resolve_preset
 
     source = resolve(args.source)
+    if args.sequence_length is not None and args.to != "tf_hub":
+        raise ValueError("--sequence-length applies to --to tf_hub only (a checkpoint has no "
+                         "sequence length).")
+    if args.to == "tf_hub":
+        return _convert_to_tf_hub(args, source)
     refuse_causal(source, args.to)
     config, weights = read_checkpoint(source, allow_pickle=args.allow_pickle)
     preset = resolve_preset(source)
@@ -36,6 +41,30 @@ def _convert(args) -> int:
     print(f"Wrote {args.to} checkpoint to {args.dest}: {config.num_layers} layers, hidden "
           f"{config.hidden_size}, {config.hidden_act}"
           + (f", heads: {', '.join(heads)}" if heads else "") + ".")
+    return 0
+
+
+def _convert_to_tf_hub(args, source) -> int:
+    """A checkpoint, or a fine-tuned run's encoder, as TF Hub's preprocessor and encoder
+    SavedModels."""
+    from kbert import BertBackbone, BertPreprocessor, BertTokenizer
+    from kbert.export.hub_models import export_hub_models
+    from kbert.runs import RunDirectory
+
+    if RunDirectory.is_run(source):
+        model = RunDirectory.open(source).load_model()
+        backbone, tokenizer = model.backbone, model.preprocessor.tokenizer
+        length = args.sequence_length or model.preprocessor.sequence_length
+    else:
+        backbone = BertBackbone.from_pretrained(source, allow_pickle=args.allow_pickle)
+        tokenizer = BertTokenizer.from_pretrained(source)
+        length = args.sequence_length or 128
+    preprocessor = BertPreprocessor(tokenizer, sequence_length=length)
+    export_hub_models(backbone, preprocessor, args.dest, overwrite=args.overwrite)
+    config = backbone.config
+    print(f"Wrote TF Hub preprocessor and encoder to {args.dest}/{{preprocessor,encoder}}: "
+          f"{config.num_layers} layers, hidden {config.hidden_size}, sequence length "
+          f"{preprocessor.sequence_length}.")
     return 0
 
 

@@ -9,7 +9,7 @@ from kbert.cli_config import add_config_options
 from kbert.cli_training_parsers import finetune_parser, pretrain_parser
 from kbert.cli_types import positive_int, subcommand
 
-FORMATS = ("huggingface", "google", "keras_hub")
+FORMATS = ("huggingface", "google", "keras_hub", "tf_hub")
 
 
 def build_parser(runs) -> argparse.ArgumentParser:
@@ -39,13 +39,17 @@ class _Parser(argparse.ArgumentParser):
 def _convert_parser(commands):
     convert = subcommand(
         commands, "convert",
-        "convert a checkpoint between Hugging Face, Google TF1 and keras-hub",
+        "convert a checkpoint between Hugging Face, Google TF1 and keras-hub, or to TF Hub",
         "Convert a BERT checkpoint. SOURCE is a Hugging Face directory, an original "
         "Google checkpoint directory, a keras-hub preset directory or a kbert "
-        "weights preset name; its format is detected.",
+        "weights preset name; its format is detected. --to tf_hub writes DEST/preprocessor "
+        "and DEST/encoder, the two SavedModels of TF Hub's BERT models (for "
+        "hub.KerasLayer / tf.saved_model.load); its SOURCE may also be a kbert finetune "
+        "run, whose fine-tuned encoder it exports.",
         "  kbert convert minilm_l6_h384_uncased out/minilm_google --to google\n"
         "  kbert convert out/minilm_google out/minilm_hf --to huggingface  # any Google TF1 dir\n"
-        "  kbert convert out/minilm_hf out/minilm_hub --to keras_hub --allow-approximation")
+        "  kbert convert out/minilm_hf out/minilm_hub --to keras_hub --allow-approximation\n"
+        "  kbert convert out/minilm_hf out/minilm_tfhub --to tf_hub --sequence-length 64")
     convert.add_argument("source")
     convert.add_argument("dest")
     convert.add_argument("--to", choices=FORMATS, required=True)
@@ -55,6 +59,9 @@ def _convert_parser(commands):
                          help="read a pytorch_model.bin (unpickling runs code: trusted files only)")
     convert.add_argument("--allow-approximation", action="store_true",
                          help="for keras_hub: accept its fixed tanh-GELU for an exact-GELU model")
+    convert.add_argument("--sequence-length", type=positive_int,
+                         help="for tf_hub: the preprocessor's default seq_length (default: a "
+                         "run's, else 128)")
     return convert
 
 

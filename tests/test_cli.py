@@ -222,7 +222,8 @@ def test_convert_help_examples_run_as_written(minilm_dir, tmp_path, monkeypatch)
     epilog = cli.build_parser().commands["convert"].epilog
     examples = [line.split("#")[0].split()[1:] for line in epilog.splitlines()
                 if line.strip().startswith("kbert convert")]
-    assert len(examples) == 3
+    assert len(examples) == 4
     for argv in examples:
         assert cli.main(argv) == 0, argv
     assert (tmp_path / "out" / "minilm_hub" / "tokenizer.json").is_file()
+    assert (tmp_path / "out" / "minilm_tfhub" / "encoder" / "saved_model.pb").is_file()

@@ -113,6 +113,28 @@ def test_evaluate_predict_load_model_and_export_agree_in_new_processes(sentiment
     np.testing.assert_allclose(served[1], predicted["probabilities"], atol=1e-5)
 
 
+HUB_ENCODE = ("import json, sys, tensorflow as tf, tensorflow_text; "
+              "pre = tf.saved_model.load(sys.argv[1] + '/preprocessor'); "
+              "enc = tf.saved_model.load(sys.argv[1] + '/encoder'); "
+              "x = pre(tf.constant([sys.argv[2]])); "
+              "print(json.dumps([x['input_word_ids'].shape[1], "
+              "enc(x)['pooled_output'].numpy()[0].tolist()]))")
+
+
+@pytest.mark.slow
+def test_a_runs_fine_tuned_encoder_converts_to_tf_hub(sentiment_run, tmp_path):
+    """`kbert convert RUN DST --to tf_hub`: the run's encoder (not the checkpoint it started
+    from) behind TF Hub's preprocessor and encoder, at the run's sequence length."""
+    import keras
+
+    run(KBERT + ["convert", sentiment_run, tmp_path / "hub", "--to", "tf_hub"])
+    length, pooled = python(HUB_ENCODE, tmp_path / "hub", TEXT)
+    model = keras.saving.load_model(sentiment_run / "model.keras")
+    assert length == model.preprocessor.sequence_length
+    expected = model.backbone(model.preprocessor([TEXT]))["pooled_output"]
+    np.testing.assert_allclose(pooled, np.asarray(expected)[0], atol=1e-5)
+
+
 LOAD_AND_PREDICT_MANY = ("import json, sys, kbert, keras; "
                          "m = keras.saving.load_model(sys.argv[1] + '/model.keras'); "
                          "texts = json.load(open(sys.argv[2], encoding='utf-8')); "

@@ -6,15 +6,17 @@
 See `kbert.export.saved_model` (layout, atomic versioned writes, warm-up requests),
 `kbert.export.signatures` (inputs and outputs per model type; `serving_tasks`: which type), `kbert.export.task_outputs`
 (what each task's signatures compute) and `kbert.export.serving_ops` (the ops stock TensorFlow
-Serving has, and the check every export passes).
+Serving has, and the check every export passes). `kbert.export.hub_models` writes a backbone
+as TF Hub's BERT preprocessor and encoder SavedModels instead (`kbert convert --to tf_hub`).
 """
 
+from kbert.export.hub_models import export_hub_models
 from kbert.export.saved_model import (export_from_cli, export_saved_model, existing_versions,
                                       next_version)
 from kbert.export.serving_ops import TF_TEXT_SERVING_OPS, check_servable, unservable_ops
 from kbert.export.serving_tasks import TASKS
 from kbert.export.signatures import PREDICT_METHOD, ServingModule
 
-__all__ = ["export_saved_model", "export_from_cli", "existing_versions", "next_version",
-           "ServingModule", "TASKS", "PREDICT_METHOD", "TF_TEXT_SERVING_OPS", "check_servable",
-           "unservable_ops"]
+__all__ = ["export_saved_model", "export_hub_models", "export_from_cli", "existing_versions",
+           "next_version", "ServingModule", "TASKS", "PREDICT_METHOD", "TF_TEXT_SERVING_OPS",
+           "check_servable", "unservable_ops"]

@@ -45,6 +45,43 @@ def truncated_lengths(lengths, budget, truncate="longest_first"):
     return [keep_a, tf.minimum(lb, budget - keep_a)]
 
 
+def pack_segments(tokenized, keep, sequence_length, cls_id, sep_id, pad_id):
+    """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` padded to `sequence_length` (an int, or a
+    scalar tensor for a length chosen per call): `tokenized` holds a tuple per segment of
+    ragged [batch, (tokens)] tensors, the ids and optionally their start and end offsets, and
+    segment i keeps its first `keep[i]` tokens. Returns int32 [batch, sequence_length]
+    `token_ids`, `segment_ids`, `padding_mask` (and `start_offsets` / `end_offsets`, -1 at
+    [CLS], [SEP] and padding)."""
+    with_offsets = len(tokenized[0]) == 3
+    batch = tokenized[0][0].nrows()
+
+    def const(value):
+        return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value))
+
+    parts = {"token_ids": [const(cls_id)], "segment_ids": [const(0)],
+             "start_offsets": [const(-1)], "end_offsets": [const(-1)]}
+    for index, (t, n) in enumerate(zip(tokenized, keep)):
+        mask = tf.ragged.range(t[0].row_lengths()) < tf.expand_dims(n, 1)
+        t = [tf.ragged.boolean_mask(x, mask) for x in t]
+        parts["token_ids"] += [t[0], const(sep_id)]
+        parts["segment_ids"] += [tf.zeros_like(t[0]) + index, const(index)]
+        if with_offsets:
+            parts["start_offsets"] += [t[1], const(-1)]
+            parts["end_offsets"] += [t[2], const(-1)]
+    if isinstance(sequence_length, int):
+        shape = [None, sequence_length]
+    else:
+        shape = tf.stack([batch, tf.cast(sequence_length, batch.dtype)])
+    ids = tf.concat(parts["token_ids"], axis=1)
+    out = {"token_ids": ids.to_tensor(pad_id, shape=shape),
+           "segment_ids": tf.concat(parts["segment_ids"], axis=1).to_tensor(0, shape=shape),
+           "padding_mask": tf.ones_like(ids).to_tensor(0, shape=shape)}
+    if with_offsets:
+        for key in ("start_offsets", "end_offsets"):
+            out[key] = tf.concat(parts[key], axis=1).to_tensor(-1, shape=shape)
+    return out
+
+
 @keras.saving.register_keras_serializable(package="kbert")
 class BertPreprocessor(PreprocessorBase):
     """Strings [batch], or a pair (a, b) of them → {"token_ids", "segment_ids", "padding_mask"}.
@@ -109,34 +146,9 @@ class BertPreprocessor(PreprocessorBase):
         else:
             tokenized = [(self.tokenizer(s),) for s in segments]
         keep = truncated_lengths([t[0].row_lengths() for t in tokenized], budget, self.truncate)
-        parts = {"token_ids": [], "segment_ids": [], "start_offsets": [], "end_offsets": []}
-        batch = tf.shape(segments[0], out_type=tf.int64)[0]
-
-        def const(value):
-            return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value))
-
-        parts["token_ids"].append(const(self.tokenizer.cls_token_id))
-        parts["segment_ids"].append(const(0))
-        parts["start_offsets"].append(const(-1))
-        parts["end_offsets"].append(const(-1))
-        for index, (t, n) in enumerate(zip(tokenized, keep)):
-            mask = tf.ragged.range(t[0].row_lengths()) < tf.expand_dims(n, 1)
-            t = [tf.ragged.boolean_mask(x, mask) for x in t]
-            parts["token_ids"] += [t[0], const(self.tokenizer.sep_token_id)]
-            parts["segment_ids"] += [tf.zeros_like(t[0]) + index, const(index)]
-            if self.return_offsets:
-                parts["start_offsets"] += [t[1], const(-1)]
-                parts["end_offsets"] += [t[2], const(-1)]
-        shape = [None, self.sequence_length]
-        ids = tf.concat(parts["token_ids"], axis=1)
-        out = {
-            "token_ids": ids.to_tensor(self.tokenizer.pad_token_id, shape=shape),
-            "segment_ids": tf.concat(parts["segment_ids"], axis=1).to_tensor(0, shape=shape),
-            "padding_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
-        }
-        if self.return_offsets:
-            for key in ("start_offsets", "end_offsets"):
-                out[key] = tf.concat(parts[key], axis=1).to_tensor(-1, shape=shape)
+        tokenizer = self.tokenizer
+        out = pack_segments(tokenized, keep, self.sequence_length, tokenizer.cls_token_id,
+                            tokenizer.sep_token_id, tokenizer.pad_token_id)
         if scalar:
             out = {k: v[0] for k, v in out.items()}
         return out
