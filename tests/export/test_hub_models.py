@@ -92,6 +92,7 @@ def test_encoder_inputs_are_hugging_faces(consumed, hugging_face):
     for key in singles:
         np.testing.assert_array_equal(got[f"single/{key}"][:len(TEXTS)], singles[key], key)
         np.testing.assert_array_equal(got[f"pair/{key}"], pairs[key], key)
+        np.testing.assert_array_equal(got[f"grouped/{key}"], pairs[key], key)
     assert got["single/input_mask"][3].sum() == LENGTH  # cut to the length
     # "[SEP]" typed by a user is text: the only separator is the one packing adds.
     sep = tokenizer.sep_token_id
