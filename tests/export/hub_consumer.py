@@ -1,8 +1,8 @@
 """What code written for TF Hub's BERT models does with a `kbert convert --to tf_hub` export,
-in a process that has TensorFlow, tensorflow_text, tensorflow_hub and tf_keras only (no kbert,
-no Keras 3): the calls of TF Hub's API page for Transformer encoders
-(tensorflow.org/hub/common_saved_model_apis/text) and the model of TensorFlow's "Classify text
-with BERT" tutorial (site/en/tutorials/text/classify_text_with_bert.ipynb in tensorflow/docs).
+in a process that does not import kbert: the calls of TF Hub's API page for Transformer encoders
+(tensorflow.org/hub/common_saved_model_apis/text), the model of TensorFlow's "Classify text
+with BERT" tutorial (site/en/tutorials/text/classify_text_with_bert.ipynb in tensorflow/docs)
+with tensorflow_hub and tf_keras, and Keras 3's `keras.layers.TFSMLayer`.
 
 Usage: python hub_consumer.py EXPORT_DIR JOB.json OUT.npz, where JOB.json holds "texts",
 "pairs" ([a, b] lists) and "pair_length". tests/export/test_hub_models.py checks OUT.npz.
@@ -11,6 +11,7 @@ Usage: python hub_consumer.py EXPORT_DIR JOB.json OUT.npz, where JOB.json holds 
 import json
 import sys
 
+import keras
 import numpy as np
 import tensorflow as tf
 import tensorflow_hub as hub
@@ -45,6 +46,8 @@ def read_back(export_dir, job):
                                                    "default")})
     result["encoder_outputs"] = np.stack([o.numpy() for o in outputs["encoder_outputs"]])
     result["pooled_training"] = encoder(singles, training=True)["pooled_output"].numpy()
+    keras_layer = keras.layers.TFSMLayer(f"{export_dir}/encoder", call_endpoint="__call__")
+    result["keras3_pooled"] = np.asarray(keras_layer(singles)["pooled_output"])
     result["variables"] = [len(encoder.variables), len(encoder.trainable_variables),
                            len(encoder.regularization_losses)]
     return result

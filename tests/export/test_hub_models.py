@@ -115,6 +115,7 @@ def test_encoder_outputs_are_hugging_faces(consumed, hugging_face):
                                atol=2e-4)
     np.testing.assert_allclose(got["pooled_output"][:n], reference.pooler_output, atol=2e-4)
     np.testing.assert_array_equal(got["default"], got["pooled_output"])
+    np.testing.assert_allclose(got["keras3_pooled"], got["pooled_output"], atol=1e-6)
     layers = np.stack([h.numpy() for h in reference.hidden_states[1:]])
     np.testing.assert_allclose(got["encoder_outputs"][:, :n], layers, atol=2e-4)
     # training=True runs dropout (the checkpoint's 0.1), which inference does not.
