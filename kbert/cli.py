@@ -13,6 +13,7 @@ def _convert(args) -> int:
     from kbert.convert import (is_causal, read_checkpoint, refuse_causal,
                                write_google_checkpoint, write_hf_checkpoint)
     from kbert.presets import resolve, resolve_preset
+    from kbert.runs import RunDirectory
 
     source = resolve(args.source)
     if args.sequence_length is not None and args.to != "tf_hub":
@@ -20,6 +21,8 @@ def _convert(args) -> int:
                          "sequence length).")
     if args.to == "tf_hub":
         return _convert_to_tf_hub(args, source)
+    if RunDirectory.is_run(source):
+        return _convert_run_to_hf(args, source)
     refuse_causal(source, args.to)
     config, weights = read_checkpoint(source, allow_pickle=args.allow_pickle)
     preset = resolve_preset(source)
@@ -41,6 +44,26 @@ def _convert(args) -> int:
     print(f"Wrote {args.to} checkpoint to {args.dest}: {config.num_layers} layers, hidden "
           f"{config.hidden_size}, {config.hidden_act}"
           + (f", heads: {', '.join(heads)}" if heads else "") + ".")
+    return 0
+
+
+def _convert_run_to_hf(args, source) -> int:
+    """A fine-tuned run as the `transformers` class for its task, with its label names."""
+    from kbert.convert import save_hf
+    from kbert.convert.task_heads import task_head
+    from kbert.runs import RunDirectory
+
+    if args.to != "huggingface":
+        raise ValueError(f"A kbert finetune run converts --to huggingface or tf_hub; the "
+                         f"{args.to} format holds an encoder only (convert the checkpoint the "
+                         "run started from, or the run's Hugging Face output).")
+    run = RunDirectory.open(source)
+    model = run.load_model()
+    label_names = run.info.get("label_names") if run.info["kind"] != "regression" else None
+    save_hf(model, args.dest, overwrite=args.overwrite, tokenizer=model.preprocessor.tokenizer,
+            label_names=label_names)
+    print(f"Wrote the run's {type(model).__name__} as transformers' "
+          f"{task_head(model).architecture} to {args.dest}.")
     return 0
 
 

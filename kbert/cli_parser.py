@@ -44,8 +44,11 @@ def _convert_parser(commands):
         "Google checkpoint directory, a keras-hub preset directory or a kbert "
         "weights preset name; its format is detected. --to tf_hub writes DEST/preprocessor "
         "and DEST/encoder, the two SavedModels of TF Hub's BERT models (for "
-        "hub.KerasLayer / tf.saved_model.load); its SOURCE may also be a kbert finetune "
-        "run, whose fine-tuned encoder it exports.",
+        "hub.KerasLayer / tf.saved_model.load). SOURCE may also be a kbert finetune run: "
+        "--to tf_hub exports its fine-tuned encoder, --to huggingface its whole model as "
+        "transformers' class for the task (BertForSequenceClassification, "
+        "BertForTokenClassification, BertForMultipleChoice, BertForQuestionAnswering) "
+        "with the run's label names.",
         "  kbert convert minilm_l6_h384_uncased out/minilm_google --to google\n"
         "  kbert convert out/minilm_google out/minilm_hf --to huggingface  # any Google TF1 dir\n"
         "  kbert convert out/minilm_hf out/minilm_hub --to keras_hub --allow-approximation\n"

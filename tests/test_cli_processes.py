@@ -135,6 +135,32 @@ def test_a_runs_fine_tuned_encoder_converts_to_tf_hub(sentiment_run, tmp_path):
     np.testing.assert_allclose(pooled, np.asarray(expected)[0], atol=1e-5)
 
 
+HF_PIPELINE = ("import json, sys, transformers; "
+               "classify = transformers.pipeline('text-classification', model=sys.argv[1]); "
+               "print(json.dumps(classify(sys.argv[2])[0]))")
+
+
+@pytest.mark.slow
+def test_a_run_converts_to_a_hugging_face_classifier(sentiment_run, tmp_path):
+    """`kbert convert RUN DST --to huggingface`: transformers' text-classification pipeline
+    answers with the run's label and probability."""
+    import keras
+
+    out, _ = run(KBERT + ["convert", sentiment_run, tmp_path / "hf", "--to", "huggingface"])
+    assert "as transformers' BertForSequenceClassification" in out
+    answer = python(HF_PIPELINE, tmp_path / "hf", TEXT)
+    model = keras.saving.load_model(sentiment_run / "model.keras")
+    logits = np.asarray(model.predict([TEXT], verbose=0))[0]
+    probabilities = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    labels = json.loads((sentiment_run / "run.json").read_text())["label_names"]
+    assert answer["label"] == labels[int(probabilities.argmax())]
+    assert answer["score"] == pytest.approx(float(probabilities.max()), abs=1e-5)
+    refused = subprocess.run([str(c) for c in KBERT + ["convert", sentiment_run, tmp_path / "g",
+                                                       "--to", "google"]],
+                             capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and "converts --to huggingface or tf_hub" in refused.stderr
+
+
 LOAD_AND_PREDICT_MANY = ("import json, sys, kbert, keras; "
                          "m = keras.saving.load_model(sys.argv[1] + '/model.keras'); "
                          "texts = json.load(open(sys.argv[2], encoding='utf-8')); "

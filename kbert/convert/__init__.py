@@ -11,6 +11,7 @@ import tempfile
 from kbert.convert.google import read_google_checkpoint, write_google_checkpoint
 from kbert.convert.huggingface import is_decoder, read_hf_checkpoint, write_hf_checkpoint
 from kbert.convert.mapping import get_backbone_weights, set_backbone_weights
+from kbert.convert.task_heads import task_head
 from kbert.convert.weights import CheckpointError
 
 
@@ -95,13 +96,17 @@ def load_backbone(cls, path, allow_pickle=False, **kwargs):
     return backbone
 
 
-def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None):
+def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None, label_names=None):
     """Writes a `BertBackbone` (or a `BertPretrainer`, heads included) as a Hugging Face
-    directory; with a `BertTokenizer`, its vocabulary, casing and word limit too."""
+    directory; with a `BertTokenizer`, its vocabulary, casing and word limit too. A fine-tuned
+    `BertClassifier`, `BertTokenClassifier`, `BertMultipleChoice` or `BertSpanLabeler` becomes
+    the `transformers` class for its task, with `label_names` (default: the model's) as `id2label`
+    (`kbert.convert.task_heads`)."""
     causal = _is_causal_model(model)
+    head = task_head(model, label_names)
     if tokenizer is None:
         return write_hf_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
-                                   overwrite=overwrite, causal=causal)
+                                   overwrite=overwrite, causal=causal, task_head=head)
     settings = {"do_lower_case": bool(tokenizer.lowercase),
                 "max_input_chars_per_word": int(tokenizer.max_chars_per_word)}
     with tempfile.TemporaryDirectory() as scratch:
@@ -109,7 +114,7 @@ def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None):
         vocab.write_text("\n".join(tokenizer.get_vocabulary()) + "\n", encoding="utf-8")
         return write_hf_checkpoint(path, *_config_and_weights(model), vocab_file=vocab,
                                    overwrite=overwrite, tokenizer_config=settings,
-                                   causal=causal)
+                                   causal=causal, task_head=head)
 
 
 def save_google(model, path, vocab_file=None, overwrite=False):
@@ -117,6 +122,10 @@ def save_google(model, path, vocab_file=None, overwrite=False):
     if _is_causal_model(model):
         raise ValueError("A causal (left-to-right) model has no original Google form: Google's "
                          "BERT is bidirectional only. Save it with save_hf (is_decoder).")
+    if hasattr(model, "backbone") and not hasattr(model, "mlm_head"):
+        raise ValueError(f"save_google writes an encoder (with pre-training heads), not a "
+                         f"{type(model).__name__}'s head: pass model.backbone, or save the "
+                         "task model with save_hf.")
     return write_google_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
                                    overwrite=overwrite)
 
@@ -133,7 +142,7 @@ def _config_and_weights(model):
 
     backbone = getattr(model, "backbone", model)
     weights = get_backbone_weights(backbone)
-    if backbone is not model:
+    if hasattr(model, "mlm_head"):
         weights.update(read_slots(head_slots(model.mlm_head, model.nsp_head)))
     return backbone.config, weights
 

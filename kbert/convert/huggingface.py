@@ -142,12 +142,13 @@ def is_decoder(path) -> bool:
 
 def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None,
                         overwrite=False, tokenizer_config=None,
-                        causal=False) -> pathlib.Path:
+                        causal=False, task_head=None) -> pathlib.Path:
     """Writes config.json, model.safetensors (and vocab.txt, tokenizer_config.json) to `path`,
     atomically.
 
     Without head weights the layout is `BertModel`'s; with them, `BertForPreTraining`'s (names
-    under "bert.", decoder tied). `tokenizer_config` (e.g. `do_lower_case`) keeps the casing
+    under "bert.", decoder tied); with a `task_head` (`kbert.convert.task_heads.TaskHead`),
+    that task's class (`BertForSequenceClassification`, ...). `tokenizer_config` (e.g. `do_lower_case`) keeps the casing
     and word limit the model was trained with, which a vocabulary alone cannot tell. `causal`
     marks a left-to-right model as `is_decoder`, which `transformers` runs causally too. An
     existing `path` holding other files than a previous checkpoint is only replaced with
@@ -159,7 +160,11 @@ def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None
     hf_config = config.to_hf_config()
     if causal:
         hf_config["is_decoder"] = True
-    if has_heads:
+    if task_head is not None:
+        hf_config.update({"architectures": [task_head.architecture], **task_head.config})
+        tensors = {**{f"bert.{n}": w for n, w in weights.items()
+                      if task_head.pooler or not n.startswith("pooler.")}, **task_head.tensors}
+    elif has_heads:
         hf_config["architectures"] = ["BertForPreTraining"]
         tensors = {(n if n.startswith("cls.") else f"bert.{n}"): w for n, w in weights.items()}
     else:

@@ -1,0 +1,72 @@
+"""A fine-tuned kbert task model as the `transformers` class for its task.
+
+kbert's task heads are one dense layer (after dropout) over the same input as Hugging Face's
+(`pooled_output`, every token's `sequence_output`, each choice's `pooled_output`), so each is
+that class's one Linear layer:
+
+    BertClassifier       -> BertForSequenceClassification (num_classes=1: regression)
+    BertTokenClassifier  -> BertForTokenClassification
+    BertMultipleChoice   -> BertForMultipleChoice
+    BertSpanLabeler      -> BertForQuestionAnswering (start, end = its two outputs; kbert sets
+                            padding positions to -1e4, transformers leaves them)
+
+The token and span classes have no pooler, so its weights are not written.
+
+Duck-typed by class name and layer name, so this format code imports no model class.
+"""
+
+import dataclasses
+
+import numpy as np
+
+# kbert class -> (transformers class, kbert's head Dense layer, its transformers name, pooler)
+HF_TASK_CLASSES = {
+    "BertClassifier": ("BertForSequenceClassification", "classifier", "classifier", True),
+    "BertTokenClassifier": ("BertForTokenClassification", "classifier", "classifier", False),
+    "BertMultipleChoice": ("BertForMultipleChoice", "choice_scorer", "classifier", True),
+    "BertSpanLabeler": ("BertForQuestionAnswering", "span_logits", "qa_outputs", False),
+}
+
+
+@dataclasses.dataclass
+class TaskHead:
+    """What a task model adds to a Hugging Face checkpoint: its class, the head's tensors
+    (HF names, HF layout), config entries (label count and names), and whether the class
+    keeps the encoder's pooler."""
+
+    architecture: str
+    tensors: dict
+    config: dict
+    pooler: bool
+
+
+def task_head(model, label_names=None):
+    """The `TaskHead` of a kbert task model; None for a backbone or a pretrainer (whose heads
+    `kbert.convert.mapping` writes). `label_names` (in id order) default to the model's own."""
+    kind = type(model).__name__
+    if not hasattr(model, "backbone") or hasattr(model, "mlm_head"):
+        return None
+    if kind not in HF_TASK_CLASSES:
+        raise ValueError(f"A {kind} has no Hugging Face task class that kbert writes (it writes "
+                         f"{', '.join(HF_TASK_CLASSES)}); save its encoder with "
+                         "save_hf(model.backbone, ...).")
+    if any(layer.name == "bilstm" for layer in model.layers):
+        raise ValueError("A feature-based BertTokenClassifier (BiLSTM head) has no Hugging Face "
+                         "class; save its encoder with save_hf(model.backbone, ...).")
+    architecture, layer_name, hf_name, pooler = HF_TASK_CLASSES[kind]
+    kernel, bias = (np.asarray(w, "float32") for w in model.get_layer(layer_name).get_weights())
+    config = {}
+    if kind in ("BertClassifier", "BertTokenClassifier"):
+        labels = kernel.shape[1]
+        names = list(label_names or getattr(model, "label_names", None) or [])
+        if names and len(names) != labels:
+            raise ValueError(f"{len(names)} label names for a head of {labels} classes.")
+        config["num_labels"] = labels
+        if names:
+            config["id2label"] = {str(i): str(n) for i, n in enumerate(names)}
+            config["label2id"] = {str(n): i for i, n in enumerate(names)}
+        if kind == "BertClassifier":
+            config["problem_type"] = ("regression" if labels == 1
+                                      else "single_label_classification")
+    return TaskHead(architecture, {f"{hf_name}.weight": kernel.T, f"{hf_name}.bias": bias},
+                    config, pooler)

@@ -1,0 +1,119 @@
+"""Fine-tuned task models written as the `transformers` classes for their tasks
+(`kbert.convert.save_hf`, `kbert.convert.task_heads`): Hugging Face loads every weight (none
+missing, none unexpected) and its PyTorch model gives kbert's logits."""
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import kbert
+from kbert.convert import save_google, save_hf
+from kbert.models import (BertClassifier, BertFeatureClassifier, BertMultipleChoice,
+                          BertSpanLabeler, BertTokenClassifier)
+
+CONFIG = kbert.BertConfig(vocab_size=120, hidden_size=32, num_layers=2, num_heads=4,
+                          intermediate_size=64, max_position_embeddings=40)
+TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+
+
+def random_inputs(shape, seed=0):
+    """Token ids, two segments and right padding of random lengths, [*shape]."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(3, shape[-1] + 1, shape[:-1])
+    mask = (np.arange(shape[-1]) < lengths[..., None]).astype("int32")
+    ids = rng.integers(5, CONFIG.vocab_size, shape).astype("int32") * mask
+    segments = (np.arange(shape[-1]) >= lengths[..., None] // 2).astype("int32") * mask
+    return {"token_ids": ids, "segment_ids": segments, "padding_mask": mask}
+
+
+def load_in_transformers(path, architecture):
+    model, info = getattr(transformers, architecture).from_pretrained(
+        str(path), output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    return model.eval()
+
+
+def hf_logits(model, inputs):
+    with torch.no_grad():
+        return model(input_ids=torch.tensor(inputs["token_ids"], dtype=torch.long),
+                     token_type_ids=torch.tensor(inputs["segment_ids"], dtype=torch.long),
+                     attention_mask=torch.tensor(inputs["padding_mask"], dtype=torch.long)
+                     ).logits.numpy()
+
+
+def with_random_head(model, layer):
+    """Head weights far from the initialiser's, so a transposed kernel cannot pass."""
+    kernel, bias = model.get_layer(layer).get_weights()
+    rng = np.random.default_rng(1)
+    model.get_layer(layer).set_weights([rng.normal(size=kernel.shape).astype("float32"),
+                                        rng.normal(size=bias.shape).astype("float32")])
+    return model
+
+
+@pytest.mark.parametrize("num_classes", [3, 1])
+def test_a_classifier_is_bert_for_sequence_classification(tmp_path, num_classes):
+    model = with_random_head(BertClassifier(kbert.BertBackbone(CONFIG), num_classes), "classifier")
+    names = ["negative", "neutral", "positive"] if num_classes == 3 else None
+    save_hf(model, tmp_path, label_names=names)
+    reference = load_in_transformers(tmp_path, "BertForSequenceClassification")
+    inputs = random_inputs((4, 16))
+    np.testing.assert_allclose(hf_logits(reference, inputs), model.predict(inputs, verbose=0),
+                               atol=1e-5)
+    if names:
+        assert reference.config.id2label == dict(enumerate(names))
+        assert reference.config.problem_type == "single_label_classification"
+    else:
+        assert reference.config.problem_type == "regression"  # MSE loss in transformers
+
+
+def test_a_token_classifier_is_bert_for_token_classification(tmp_path):
+    model = with_random_head(BertTokenClassifier(kbert.BertBackbone(CONFIG), label_names=TAGS),
+                             "classifier")
+    save_hf(model, tmp_path)
+    reference = load_in_transformers(tmp_path, "BertForTokenClassification")
+    assert reference.config.id2label == dict(enumerate(TAGS))  # the model's own tags
+    inputs = random_inputs((3, 12))
+    real = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(hf_logits(reference, inputs)[real],
+                               model.predict(inputs, verbose=0)[real], atol=1e-5)
+
+
+def test_a_multiple_choice_model_is_bert_for_multiple_choice(tmp_path):
+    model = with_random_head(BertMultipleChoice(kbert.BertBackbone(CONFIG), num_choices=3),
+                             "choice_scorer")
+    save_hf(model, tmp_path)
+    reference = load_in_transformers(tmp_path, "BertForMultipleChoice")
+    inputs = random_inputs((2, 3, 10))
+    np.testing.assert_allclose(hf_logits(reference, inputs), model.predict(inputs, verbose=0),
+                               atol=1e-5)
+
+
+def test_a_span_labeler_is_bert_for_question_answering(tmp_path):
+    model = with_random_head(BertSpanLabeler(kbert.BertBackbone(CONFIG)), "span_logits")
+    save_hf(model, tmp_path)
+    reference = load_in_transformers(tmp_path, "BertForQuestionAnswering")
+    inputs = random_inputs((3, 14))
+    with torch.no_grad():
+        answer = reference(**{hf: torch.tensor(inputs[k], dtype=torch.long) for hf, k in (
+            ("input_ids", "token_ids"), ("token_type_ids", "segment_ids"),
+            ("attention_mask", "padding_mask"))})
+    ours = model.predict(inputs, verbose=0)
+    real = inputs["padding_mask"].astype(bool)  # kbert sets padding to -1e4; HF does not
+    for key in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(getattr(answer, key).numpy()[real], ours[key][real],
+                                   atol=1e-5)
+
+
+def test_heads_without_a_transformers_class_are_refused(tmp_path):
+    backbone = kbert.BertBackbone(CONFIG)
+    with pytest.raises(ValueError, match="BertFeatureClassifier has no Hugging Face task"):
+        save_hf(BertFeatureClassifier(backbone, 2, layers=(-1,)), tmp_path / "features")
+    tagger = BertTokenClassifier(backbone, label_names=TAGS, feature_layers=(-1,))
+    with pytest.raises(ValueError, match="BiLSTM head"):
+        save_hf(tagger, tmp_path / "bilstm")
+    with pytest.raises(ValueError, match="3 label names for a head of 2"):
+        save_hf(BertClassifier(backbone, 2), tmp_path / "labels", label_names=["a", "b", "c"])
+    with pytest.raises(ValueError, match="pass model.backbone"):
+        save_google(BertClassifier(backbone, 2), tmp_path / "google")
+    assert not any(tmp_path.iterdir())
