@@ -50,6 +50,10 @@ def task_head(model, label_names=None):
         raise ValueError(f"A {kind} has no Hugging Face task class that kbert writes (it writes "
                          f"{', '.join(HF_TASK_CLASSES)}); save its encoder with "
                          "save_hf(model.backbone, ...).")
+    if model.backbone.causal:
+        raise ValueError("A left-to-right task model reads its pooled output at the last real "
+                         "token; transformers' task classes read [CLS], so it would answer "
+                         "differently there. Save its encoder with save_hf(model.backbone).")
     if any(layer.name == "bilstm" for layer in model.layers):
         raise ValueError("A feature-based BertTokenClassifier (BiLSTM head) has no Hugging Face "
                          "class; save its encoder with save_hf(model.backbone, ...).")

@@ -114,6 +114,8 @@ def test_heads_without_a_transformers_class_are_refused(tmp_path):
         save_hf(tagger, tmp_path / "bilstm")
     with pytest.raises(ValueError, match="3 label names for a head of 2"):
         save_hf(BertClassifier(backbone, 2), tmp_path / "labels", label_names=["a", "b", "c"])
+    with pytest.raises(ValueError, match="left-to-right task model"):
+        save_hf(BertClassifier(kbert.BertBackbone(CONFIG, causal=True), 2), tmp_path / "ltr")
     with pytest.raises(ValueError, match="pass model.backbone"):
         save_google(BertClassifier(backbone, 2), tmp_path / "google")
     assert not any(tmp_path.iterdir())
