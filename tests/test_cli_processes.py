@@ -326,8 +326,8 @@ def test_squad_run_evaluates_predicts_and_serves_the_same_answers(tmp_path):
 def test_conll_run_evaluates_predicts_and_serves_the_same_entities(tmp_path):
     output = tmp_path / "ner"
     run(KBERT + ["finetune", "--task", "conll", "--preset", "tiny", "--steps", "2",
-                 "--batching", "length", "--batch-size", "8", "--max-train-examples", "32", "--max-eval-examples", "16",
-                 "--output", output])
+                 "--batching", "length", "--batch-size", "8", "--max-train-examples", "32",
+                 "--max-eval-examples", "16", "--output", output])
     requests = tmp_path / "texts.jsonl"
     requests.write_text("\n".join(json.dumps({"text": t})
                                   for t in (NER_TEXT, "John lives in Berlin.")))

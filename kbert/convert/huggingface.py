@@ -148,11 +148,11 @@ def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None
 
     Without head weights the layout is `BertModel`'s; with them, `BertForPreTraining`'s (names
     under "bert.", decoder tied); with a `task_head` (`kbert.convert.task_heads.TaskHead`),
-    that task's class (`BertForSequenceClassification`, ...). `tokenizer_config` (e.g. `do_lower_case`) keeps the casing
-    and word limit the model was trained with, which a vocabulary alone cannot tell. `causal`
-    marks a left-to-right model as `is_decoder`, which `transformers` runs causally too. An
-    existing `path` holding other files than a previous checkpoint is only replaced with
-    `overwrite=True`.
+    that task's class (`BertForSequenceClassification`, ...). `tokenizer_config` (e.g.
+    `do_lower_case`) keeps the casing and word limit the model was trained with, which a
+    vocabulary alone cannot tell. `causal` marks a left-to-right model as `is_decoder`, which
+    `transformers` runs causally too. An existing `path` holding other files than a previous
+    checkpoint is only replaced with `overwrite=True`.
     """
     check_weights(weights, config, source="the weights to write")
     path = pathlib.Path(path)

@@ -4,9 +4,10 @@
 ...                           label_names=["negative", "positive"])   # → .../sentiment/1
 
 See `kbert.export.saved_model` (layout, atomic versioned writes, warm-up requests),
-`kbert.export.signatures` (inputs and outputs per model type; `serving_tasks`: which type), `kbert.export.task_outputs`
-(what each task's signatures compute) and `kbert.export.serving_ops` (the ops stock TensorFlow
-Serving has, and the check every export passes). `kbert.export.hub_models` writes a backbone
+`kbert.export.signatures` (inputs and outputs per model type; `serving_tasks`: which type),
+`kbert.export.task_outputs` (what each task's signatures compute) and
+`kbert.export.serving_ops` (the ops stock TensorFlow Serving has, and the check every export
+passes). `kbert.export.hub_models` writes a backbone
 as TF Hub's BERT preprocessor and encoder SavedModels instead (`kbert convert --to tf_hub`).
 """
 
