@@ -19,6 +19,7 @@ import safetensors.numpy
 
 from kbert.atomic import atomic_directory
 from kbert.config import BertConfig
+from kbert.convert.task_heads import checkpoint_architecture, has_pooler, head_tensor_names
 from kbert.convert.weights import CheckpointError, check_finite, check_weights
 
 _BUFFERS = ("embeddings.position_ids",)
@@ -33,10 +34,34 @@ def read_hf_checkpoint(path, allow_pickle=False):
     if not (path / "config.json").is_file():
         raise CheckpointError(f"{path}: no config.json; not a Hugging Face model directory.")
     config = BertConfig.from_hf_config(path / "config.json")
-    raw = _read_tensors(path, allow_pickle)
+    # A fine-tuned task class's head is not the encoder's (`read_task_head` reads it).
+    architecture = checkpoint_architecture(path)
+    head = head_tensor_names(architecture)
+    raw = {n: t for n, t in _read_tensors(path, allow_pickle).items() if n not in head}
     weights = _canonical_names(raw, path)
+    if architecture and not has_pooler(architecture):
+        weights = {**_drawn_pooler(config), **weights}
     check_weights(weights, config, source=str(path))
     return config, weights
+
+
+def read_tensors(path, names, allow_pickle=False):
+    """The tensors `names` of a Hugging Face directory as float32 (dtype and values checked)."""
+    raw = _read_tensors(pathlib.Path(path), allow_pickle)
+    missing = sorted(set(names) - set(raw))
+    if missing:
+        raise CheckpointError(f"{path}: no tensor {', '.join(missing)}.")
+    return {n: _float32(raw[n], n, path) for n in names}
+
+
+def _drawn_pooler(config):
+    """A pooler for a checkpoint of a class without one (token, span), drawn as BERT
+    initialises it (truncation aside; seed fixed): those heads never read it."""
+    rng = np.random.default_rng(0)
+    size = config.hidden_size
+    return {"pooler.dense.weight": (rng.normal(size=(size, size)) * config.initializer_range
+                                    ).astype("float32"),
+            "pooler.dense.bias": np.zeros(size, "float32")}
 
 
 def _read_tensors(path: pathlib.Path, allow_pickle: bool) -> dict:
@@ -115,11 +140,7 @@ def _canonical_names(raw: dict, path) -> dict:
             name = name[: -len("beta")] + "bias"
         if name in _BUFFERS:
             continue
-        value = np.asarray(value)
-        if value.dtype.name not in FLOAT_DTYPES:
-            raise CheckpointError(f"{path}: tensor {original!r} has dtype {value.dtype.name}; "
-                                  f"weights must be floating point ({', '.join(FLOAT_DTYPES)}).")
-        weights[name] = check_finite(value.astype("float32"), original, path)
+        weights[name] = _float32(value, original, path)
     decoder = weights.pop("cls.predictions.decoder.weight", None)
     if decoder is not None and not np.array_equal(decoder, weights.get(
             "embeddings.word_embeddings.weight")):
@@ -129,6 +150,14 @@ def _canonical_names(raw: dict, path) -> dict:
     if decoder_bias is not None:
         weights.setdefault("cls.predictions.bias", decoder_bias)
     return weights
+
+
+def _float32(value, name, path):
+    value = np.asarray(value)
+    if value.dtype.name not in FLOAT_DTYPES:
+        raise CheckpointError(f"{path}: tensor {name!r} has dtype {value.dtype.name}; "
+                              f"weights must be floating point ({', '.join(FLOAT_DTYPES)}).")
+    return check_finite(value.astype("float32"), name, path)
 
 
 def is_decoder(path) -> bool:

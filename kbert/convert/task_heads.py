@@ -1,4 +1,4 @@
-"""A fine-tuned kbert task model as the `transformers` class for its task.
+"""Fine-tuned task models in and out of the `transformers` classes for their tasks.
 
 kbert's task heads are one dense layer (after dropout) over the same input as Hugging Face's
 (`pooled_output`, every token's `sequence_output`, each choice's `pooled_output`), so each is
@@ -10,12 +10,16 @@ that class's one Linear layer:
     BertSpanLabeler      -> BertForQuestionAnswering (start, end = its two outputs; kbert sets
                             padding positions to -1e4, transformers leaves them)
 
-The token and span classes have no pooler, so its weights are not written.
+The token and span classes have no pooler, so its weights are not written; read back, a
+checkpoint of theirs gets a freshly drawn pooler (unused by those heads), as transformers gives
+one. `read_task_head` reads a head for `BertTask.from_pretrained`.
 
 Duck-typed by class name and layer name, so this format code imports no model class.
 """
 
 import dataclasses
+import json
+import pathlib
 
 import numpy as np
 
@@ -74,3 +78,61 @@ def task_head(model, label_names=None):
                                       else "single_label_classification")
     return TaskHead(architecture, {f"{hf_name}.weight": kernel.T, f"{hf_name}.bias": bias},
                     config, pooler)
+
+
+def checkpoint_architecture(path):
+    """The task class a Hugging Face directory's config.json names (one of
+    `HF_TASK_CLASSES`' transformers classes), or None."""
+    config = pathlib.Path(path) / "config.json"
+    try:
+        architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures")
+    except (OSError, ValueError, AttributeError):
+        return None
+    known = {hf for hf, *_ in HF_TASK_CLASSES.values()}
+    return next((a for a in architectures or () if a in known), None)
+
+
+def head_tensor_names(architecture):
+    """The names of a transformers task class's head tensors (empty for other classes)."""
+    for hf, _, hf_name, _ in HF_TASK_CLASSES.values():
+        if hf == architecture:
+            return {f"{hf_name}.weight", f"{hf_name}.bias"}
+    return set()
+
+
+def has_pooler(architecture):
+    return all(pooler for hf, *_, pooler in HF_TASK_CLASSES.values() if hf == architecture)
+
+
+@dataclasses.dataclass
+class ReadHead:
+    """A task head read from a Hugging Face checkpoint, in kbert's layout: the Dense layer it
+    fills, its [kernel, bias], and the constructor arguments it implies."""
+
+    layer: str
+    weights: list
+    kwargs: dict
+
+
+def read_task_head(path, kind):
+    """The head that the Hugging Face directory `path` holds for kbert class `kind` (e.g.
+    "BertClassifier"), or None when it holds none of that task (a plain encoder, or another
+    task's head: the caller then builds a new head)."""
+    if kind not in HF_TASK_CLASSES or not (pathlib.Path(path) / "config.json").is_file():
+        return None
+    architecture, layer, hf_name, _ = HF_TASK_CLASSES[kind]
+    if checkpoint_architecture(path) != architecture:
+        return None
+    from kbert.convert.huggingface import read_tensors
+
+    tensors = read_tensors(pathlib.Path(path), names=head_tensor_names(architecture))
+    kernel = tensors[f"{hf_name}.weight"].T
+    bias = tensors[f"{hf_name}.bias"]
+    kwargs = {}
+    if kind in ("BertClassifier", "BertTokenClassifier"):
+        kwargs["num_classes"] = kernel.shape[1]
+        config = json.loads((pathlib.Path(path) / "config.json").read_text(encoding="utf-8"))
+        names = [config.get("id2label", {}).get(str(i)) for i in range(kernel.shape[1])]
+        if kind == "BertTokenClassifier" and all(names):
+            kwargs["label_names"] = names
+    return ReadHead(layer, [kernel, bias], kwargs)

@@ -46,5 +46,28 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
     dtype = kwargs.pop("dtype", None)
     backbone, tokenizer = load_backbone_and_tokenizer(name_or_dir, dtype=dtype,
                                                       **pop_rates(kwargs))
-    return cls(backbone, preprocessor=preprocessor_for(cls, tokenizer, sequence_length),
-               **kwargs)
+    head = _fine_tuned_head(cls, name_or_dir)
+    if head is not None:
+        for key, value in head.kwargs.items():
+            if kwargs.setdefault(key, value) != value:
+                raise ValueError(f"{name_or_dir} holds a fine-tuned {cls.__name__} head with "
+                                 f"{key}={value!r}, not {kwargs[key]!r}. For a new head, build "
+                                 f"{cls.__name__}(BertBackbone.from_pretrained(...), ...).")
+    model = cls(backbone, preprocessor=preprocessor_for(cls, tokenizer, sequence_length),
+                **kwargs)
+    if head is not None:
+        model.get_layer(head.layer).set_weights(head.weights)
+    return model
+
+
+def _fine_tuned_head(cls, name_or_dir):
+    """The head a Hugging Face checkpoint of `cls`'s task (e.g. BertForSequenceClassification
+    for a `BertClassifier`) holds, so that a model fine-tuned there answers here as it did;
+    None for an encoder checkpoint, a preset or another task's checkpoint (a new head)."""
+    from kbert.convert.task_heads import read_task_head
+    from kbert.presets import resolve_preset
+
+    preset = resolve_preset(name_or_dir)
+    if preset.kind != "checkpoint" or not preset.load_weights:
+        return None
+    return read_task_head(preset.directory, cls.__name__)

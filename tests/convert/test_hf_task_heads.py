@@ -2,6 +2,8 @@
 (`kbert.convert.save_hf`, `kbert.convert.task_heads`): Hugging Face loads every weight (none
 missing, none unexpected) and its PyTorch model gives kbert's logits."""
 
+import shutil
+
 import numpy as np
 import pytest
 import torch
@@ -119,3 +121,79 @@ def test_heads_without_a_transformers_class_are_refused(tmp_path):
     with pytest.raises(ValueError, match="pass model.backbone"):
         save_google(BertClassifier(backbone, 2), tmp_path / "google")
     assert not any(tmp_path.iterdir())
+
+
+# --- in: transformers' fine-tuned task models as kbert task models --------------------------
+
+TEXTS = ["A joy to watch, funny and warm.", "Dull.", "Angela Merkel visited Paris in 1990."]
+
+
+@pytest.fixture(scope="module")
+def hf_task_dir(minilm_dir, tmp_path_factory):
+    """`make(architecture, **config)`: a small randomly initialised transformers task model on
+    MiniLM's vocabulary, saved as a Hugging Face directory a user would download."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+
+    def make(architecture, **extra):
+        torch.manual_seed(0)
+        config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32,
+                                         num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=64, max_position_embeddings=64,
+                                         **extra)
+        path = tmp_path_factory.mktemp(architecture)
+        getattr(transformers, architecture)(config).eval().save_pretrained(str(path))
+        tokenizer.save_pretrained(str(path))
+        shutil.copy(minilm_dir / "vocab.txt", path)  # transformers 5 saves tokenizer.json only
+        return path, transformers.AutoTokenizer.from_pretrained(str(path))
+
+    return make
+
+
+def test_a_hugging_face_sequence_classifier_answers_alike_in_kbert(hf_task_dir):
+    """Raw text in: kbert's tokenizer and packing, Hugging Face's tokenizer there."""
+    path, tokenizer = hf_task_dir("BertForSequenceClassification", num_labels=3)
+    model = BertClassifier.from_pretrained(path)
+    reference = load_in_transformers(path, "BertForSequenceClassification")
+    with torch.no_grad():
+        expected = reference(**tokenizer(TEXTS, padding=True, return_tensors="pt")).logits
+    np.testing.assert_allclose(model.predict(TEXTS, verbose=0), expected.numpy(), atol=1e-5)
+    with pytest.raises(ValueError, match="num_classes=3, not 2"):
+        BertClassifier.from_pretrained(path, num_classes=2)
+    # Another task on the same checkpoint gets a new head; the encoder loads without a pooler.
+    assert BertTokenClassifier.from_pretrained(path, num_classes=4).num_classes == 4
+
+
+def test_a_hugging_face_token_classifier_answers_alike_in_kbert(hf_task_dir):
+    path, _ = hf_task_dir("BertForTokenClassification", num_labels=len(TAGS),
+                                  id2label=dict(enumerate(TAGS)))
+    model = BertTokenClassifier.from_pretrained(path)
+    assert model.label_names == TAGS
+    inputs = random_inputs((3, 12))
+    reference = hf_logits(load_in_transformers(path, "BertForTokenClassification"), inputs)
+    real = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(model.predict(inputs, verbose=0)[real], reference[real],
+                               atol=1e-5)
+
+
+def test_a_hugging_face_question_answerer_answers_alike_in_kbert(hf_task_dir):
+    path, _ = hf_task_dir("BertForQuestionAnswering")
+    model = BertSpanLabeler.from_pretrained(path)
+    inputs = random_inputs((3, 14))
+    answer = load_in_transformers(path, "BertForQuestionAnswering")(
+        input_ids=torch.tensor(inputs["token_ids"], dtype=torch.long),
+        token_type_ids=torch.tensor(inputs["segment_ids"], dtype=torch.long),
+        attention_mask=torch.tensor(inputs["padding_mask"], dtype=torch.long))
+    ours = model.predict(inputs, verbose=0)
+    real = inputs["padding_mask"].astype(bool)
+    for key in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(ours[key][real], getattr(answer, key).detach().numpy()[real],
+                                   atol=1e-5)
+
+
+def test_a_hugging_face_multiple_choice_model_answers_alike_in_kbert(hf_task_dir):
+    path, _ = hf_task_dir("BertForMultipleChoice")
+    model = BertMultipleChoice.from_pretrained(path, num_choices=3)
+    inputs = random_inputs((2, 3, 10))
+    reference = load_in_transformers(path, "BertForMultipleChoice")
+    np.testing.assert_allclose(model.predict(inputs, verbose=0), hf_logits(reference, inputs),
+                               atol=1e-5)
