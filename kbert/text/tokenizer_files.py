@@ -1,4 +1,5 @@
-"""What a `BertTokenizer` reads from disk: a checked vocab.txt, and the casing and word-length
+"""What a `BertTokenizer` reads from disk: a checked vocab.txt (or, where a Hugging Face
+directory has none, its tokenizer.json's WordPiece vocabulary), and the casing and word-length
 limit a checkpoint directory records.
 
 The word-length limit: WordPiece replaces a word of more than N characters with one [UNK].
@@ -53,6 +54,9 @@ def _read_vocab_file(vocabulary):
     path = pathlib.Path(vocabulary)
     if path.is_dir():
         path = vocabulary_file(path)
+    fast = path.with_name("tokenizer.json")
+    if not path.is_file() and path.name == "vocab.txt" and fast.is_file():
+        return _wordpiece_vocabulary(fast)  # transformers 5 saves a tokenizer.json only
     if not path.is_file():
         raise FileNotFoundError(f"BertTokenizer: no vocabulary file at {str(path)!r}.")
     try:
@@ -68,6 +72,21 @@ def _read_vocab_file(vocabulary):
     if tokens and tokens[-1] == "":
         tokens.pop()
     return tokens, f"the vocabulary {str(path)!r}"
+
+
+def _wordpiece_vocabulary(path):
+    """The tokens of a Hugging Face tokenizer.json's WordPiece model, in id order."""
+    model = (_json(path) or {}).get("model")
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "WordPiece" or not isinstance(
+            vocab, dict):
+        raise ValueError(f"BertTokenizer: {str(path)!r} holds no WordPiece vocabulary "
+                         "(model.type 'WordPiece' with a model.vocab object) and there is no "
+                         "vocab.txt beside it.")
+    if sorted(v for v in vocab.values() if isinstance(v, int)) != list(range(len(vocab))):
+        raise ValueError(f"BertTokenizer: the ids of model.vocab in {str(path)!r} must be "
+                         f"0 to {len(vocab) - 1}, each once.")
+    return sorted(vocab, key=vocab.get), f"the vocabulary in {str(path)!r}"
 
 
 def load_vocabulary(vocabulary):
@@ -123,8 +142,9 @@ def casing_from_checkpoint(path):
     """Whether the checkpoint at `path` was trained on lowercased text.
 
     Order: `do_lower_case` in HF `tokenizer_config.json`; else `lowercase`/`do_lower_case` in a
-    kbert or Google config; else `lowercase` in a keras-hub preset's tokenizer.json; else the Google directory naming convention (`uncased_L-12_...` vs
-    `cased_L-12_...`, also `bert-base-cased`); else True, since most BERT checkpoints are uncased.
+    kbert or Google config; else `lowercase` in a keras-hub preset's tokenizer.json; else the
+    Google directory naming convention (`uncased_L-12_...` vs `cased_L-12_...`, also
+    `bert-base-cased`); else True, since most BERT checkpoints are uncased.
     """
     path = pathlib.Path(path)
     for name in ("tokenizer_config.json", "kbert_tokenizer.json", "bert_config.json"):

@@ -2,8 +2,6 @@
 (`kbert.convert.save_hf`, `kbert.convert.task_heads`): Hugging Face loads every weight (none
 missing, none unexpected) and its PyTorch model gives kbert's logits."""
 
-import shutil
-
 import numpy as np
 import pytest
 import torch
@@ -142,8 +140,7 @@ def hf_task_dir(minilm_dir, tmp_path_factory):
                                          **extra)
         path = tmp_path_factory.mktemp(architecture)
         getattr(transformers, architecture)(config).eval().save_pretrained(str(path))
-        tokenizer.save_pretrained(str(path))
-        shutil.copy(minilm_dir / "vocab.txt", path)  # transformers 5 saves tokenizer.json only
+        tokenizer.save_pretrained(str(path))  # transformers 5: tokenizer.json, no vocab.txt
         return path, transformers.AutoTokenizer.from_pretrained(str(path))
 
     return make

@@ -82,3 +82,25 @@ def test_cli_refuses_a_checkpoint_without_cls_and_sep(tmp_path):
     assert len(errors) == 1, done.stderr[-2000:]
     assert f"{ckpt / 'vocab.txt'}" in errors[0]
     assert "lacks the special tokens [CLS], [SEP]" in errors[0]
+
+
+def test_a_transformers_5_directory_reads_its_tokenizer_json(minilm_dir, tmp_path):
+    """transformers 5 saves a tokenizer as tokenizer.json (+ config) only: kbert reads the
+    WordPiece vocabulary there, the casing from tokenizer_config.json and HF's word limit, and
+    tokenizes as transformers does."""
+    transformers = pytest.importorskip("transformers")
+    transformers.AutoTokenizer.from_pretrained(str(minilm_dir)).save_pretrained(str(tmp_path))
+    assert not (tmp_path / "vocab.txt").exists()
+    ours = BertTokenizer.from_pretrained(tmp_path)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    texts = ["Déjà vu: the CAFÉ's crème brûlée!", "unaffable pseudo-intellectuals [SEP]"]
+    assert ours(texts).to_list() == [theirs(t, add_special_tokens=False, split_special_tokens=True)
+                                     ["input_ids"] for t in texts]
+    assert ours.get_vocabulary() == BertTokenizer.from_pretrained(minilm_dir).get_vocabulary()
+    (tmp_path / "tokenizer.json").write_text('{"model": {"type": "BPE", "vocab": {}}}')
+    with pytest.raises(ValueError, match="holds no WordPiece vocabulary"):
+        BertTokenizer.from_pretrained(tmp_path)
+    (tmp_path / "tokenizer.json").write_text(
+        '{"model": {"type": "WordPiece", "vocab": {"[PAD]": 0, "[UNK]": 2}}}')
+    with pytest.raises(ValueError, match="must be 0 to 1, each once"):
+        BertTokenizer.from_pretrained(tmp_path)
