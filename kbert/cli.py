@@ -1,7 +1,9 @@
 """The `kbert` command: a thin layer over the library, one subcommand per job."""
 
+import pathlib
 import re
 import sys
+import tempfile
 
 from kbert import cli_parser
 from kbert.cli_config import parse
@@ -26,25 +28,40 @@ def _convert(args) -> int:
     refuse_causal(source, args.to)
     config, weights = read_checkpoint(source, allow_pickle=args.allow_pickle)
     preset = resolve_preset(source)
-    vocab = preset.vocabulary if preset.vocabulary.is_file() else None
-    if args.to == "huggingface":
-        write_hf_checkpoint(args.dest, config, weights, vocab_file=vocab, overwrite=args.overwrite,
-                            causal=is_causal(source))
-    elif args.to == "google":
-        write_google_checkpoint(args.dest, config, weights, vocab_file=vocab,
-                                overwrite=args.overwrite)
-    else:
-        from kbert.convert.keras_hub import write_keras_hub_preset
+    with tempfile.TemporaryDirectory() as scratch:
+        vocab = _vocabulary_file(preset, scratch)
+        if args.to == "huggingface":
+            write_hf_checkpoint(args.dest, config, weights, vocab_file=vocab,
+                                overwrite=args.overwrite, causal=is_causal(source))
+        elif args.to == "google":
+            write_google_checkpoint(args.dest, config, weights, vocab_file=vocab,
+                                    overwrite=args.overwrite)
+        else:
+            from kbert.convert.keras_hub import write_keras_hub_preset
 
-        write_keras_hub_preset(args.dest, config, weights, vocabulary=vocab,
-                               lowercase=preset.lowercase,
-                               allow_approximation=args.allow_approximation,
-                               overwrite=args.overwrite)
+            write_keras_hub_preset(args.dest, config, weights, vocabulary=vocab,
+                                   lowercase=preset.lowercase,
+                                   allow_approximation=args.allow_approximation,
+                                   overwrite=args.overwrite)
     heads = sorted({n.split(".")[1] for n in weights if n.startswith("cls.")})
     print(f"Wrote {args.to} checkpoint to {args.dest}: {config.num_layers} layers, hidden "
           f"{config.hidden_size}, {config.hidden_act}"
           + (f", heads: {', '.join(heads)}" if heads else "") + ".")
     return 0
+
+
+def _vocabulary_file(preset, scratch):
+    """The checkpoint's vocab.txt, for the converted copy; where it has only a transformers 5
+    tokenizer.json, a vocab.txt written in `scratch` from its WordPiece vocabulary; else None."""
+    if preset.vocabulary.is_file():
+        return preset.vocabulary
+    if not (preset.directory / "tokenizer.json").is_file():
+        return None
+    from kbert.text.tokenizer_files import load_vocabulary
+
+    path = pathlib.Path(scratch) / "vocab.txt"
+    path.write_text("\n".join(load_vocabulary(preset.vocabulary)) + "\n", encoding="utf-8")
+    return path
 
 
 def _convert_run_to_hf(args, source) -> int:

@@ -25,6 +25,19 @@ def test_convert_round_trip_between_formats(minilm_dir, tmp_path, capsys):
     assert (tmp_path / "h" / "vocab.txt").is_file()
 
 
+def test_convert_writes_the_vocabulary_of_a_tokenizer_json_directory(minilm_dir, tmp_path):
+    """A transformers 5 directory (tokenizer.json, no vocab.txt) converts with its
+    vocabulary: the Google copy gets the vocab.txt the original had."""
+    transformers = pytest.importorskip("transformers")
+    source = tmp_path / "hf5"
+    transformers.BertModel.from_pretrained(str(minilm_dir)).save_pretrained(str(source))
+    transformers.AutoTokenizer.from_pretrained(str(minilm_dir)).save_pretrained(str(source))
+    assert not (source / "vocab.txt").exists()
+    assert cli.main(["convert", str(source), str(tmp_path / "g"), "--to", "google"]) == 0
+    written = (tmp_path / "g" / "vocab.txt").read_text(encoding="utf-8").split()
+    assert written == (minilm_dir / "vocab.txt").read_text(encoding="utf-8").split()
+
+
 def test_convert_errors_say_what_is_wrong(tmp_path, capsys):
     assert cli.main(["convert", "base", str(tmp_path / "x"), "--to", "google"]) == 2
     assert "size preset without weights" in capsys.readouterr().err
