@@ -14,8 +14,8 @@ Garden's `export_tfhub`) runs on a kbert model unchanged: `hub.KerasLayer(...)` 
 The API is TF Hub's "text embeddings with Transformer encoders"
 (tensorflow.org/hub/common_saved_model_apis/text). Encoder inputs carry the Model Garden's
 names: `input_word_ids`, `input_type_ids`, `input_mask` (kbert's `token_ids`, `segment_ids`,
-`padding_mask`). Packing and truncation are `BertPreprocessor`'s (Google's), so a packed pair
-is what kbert's own pipeline gives; text typed as "[SEP]" stays text.
+`padding_mask`). Packing and truncation are `BertPreprocessor.pack_tokens` (Google's rule), so a
+packed pair is what kbert's own pipeline gives; text typed as "[SEP]" stays text.
 """
 
 import os
@@ -26,7 +26,8 @@ import tempfile
 import tensorflow as tf
 
 from kbert.atomic import atomic_directory
-from kbert.text.preprocessor import pack_segments, truncated_lengths
+from kbert.export.saved_model import vocabulary_asset
+from kbert.export.signatures import unique_variables
 
 # The Model Garden's encoder input names -> kbert's.
 HUB_INPUTS = {"input_word_ids": "token_ids", "input_type_ids": "segment_ids",
@@ -64,9 +65,7 @@ def _preprocessor_object(preprocessor, scratch):
     tokenizer = preprocessor.tokenizer
     root = tf.train.Checkpoint()
     root.preprocessor = preprocessor  # its lookup tables must be tracked; it has no variables
-    vocab = pathlib.Path(scratch) / "vocab.txt"
-    vocab.write_text("\n".join(tokenizer.get_vocabulary()) + "\n", encoding="utf-8")
-    root.vocabulary_file = tf.saved_model.Asset(str(vocab))
+    root.vocabulary_file = vocabulary_asset(preprocessor, scratch)
     default_length = preprocessor.sequence_length
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
@@ -83,13 +82,9 @@ def _preprocessor_object(preprocessor, scratch):
             seq_length, len(segments) + 1,
             message="seq_length has no room for [CLS] and each segment's [SEP]")
         with tf.control_dependencies([check]):
-            budget = seq_length - len(segments) - 1
-        keep = truncated_lengths([s.row_lengths() for s in segments], budget,
-                                 preprocessor.truncate)
-        packed = pack_segments([(tf.cast(s, tf.int32),) for s in segments], keep, seq_length,
-                               tokenizer.cls_token_id, tokenizer.sep_token_id,
-                               tokenizer.pad_token_id)
-        return _hub_inputs(packed)
+            seq_length = tf.identity(seq_length)
+        return _hub_inputs(preprocessor.pack_tokens([(tf.cast(s, tf.int32),) for s in segments],
+                                                    seq_length))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def preprocess(text):
@@ -135,14 +130,8 @@ def _encoder_object(backbone):
     root.__call__ = encode
     # Only the tf.Variables the graphs read are saved (as `kbert.export.signatures` does),
     # not the Keras model, which would save each variable twice.
-    root.variables = _unique(v for fn in traced for v in fn.variables)
-    root.trainable_variables = _unique(v for fn in traced for v in fn.trainable_variables)
+    root.variables = unique_variables(v for fn in traced for v in fn.variables)
+    root.trainable_variables = unique_variables(v for fn in traced
+                                                for v in fn.trainable_variables)
     root.regularization_losses = []
     return root
-
-
-def _unique(variables):
-    found = {}
-    for v in variables:
-        found.setdefault(id(v), v)
-    return list(found.values())

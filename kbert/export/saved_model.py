@@ -111,7 +111,7 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
     scratch = pathlib.Path(tempfile.mkdtemp(prefix=f".kbert-export-{os.getpid()}-", dir=base))
     try:
         if preprocessor is not None:
-            module.vocabulary_file = _vocabulary_asset(preprocessor, scratch)
+            module.vocabulary_file = vocabulary_asset(preprocessor, scratch)
         signatures = module.signatures()
         with atomic_directory(target, overwrite=True) as staging:
             tf.saved_model.save(module, str(staging), signatures=signatures)
@@ -155,7 +155,7 @@ def _version_directory(base, version, overwrite):
     return version, target
 
 
-def _vocabulary_asset(preprocessor, scratch):
+def vocabulary_asset(preprocessor, scratch):
     """The tokenizer's vocabulary as a SavedModel asset (written to assets/vocab.txt)."""
     vocab = scratch / "vocab.txt"
     vocab.write_text("\n".join(preprocessor.tokenizer.get_vocabulary()) + "\n",

@@ -76,6 +76,15 @@ SERVING_METHODS = {"classify": "tensorflow/serving/classify",
 CLASSIFY_INPUT = "inputs"
 
 
+def unique_variables(variables):
+    """`variables` without repeats, in first-seen order: what concrete functions capture, for a
+    SavedModel to track (tf.Variables do not hash by identity)."""
+    found = {}
+    for v in variables:
+        found.setdefault(id(v), v)
+    return list(found.values())
+
+
 class ServingModule(tf.Module):
     """A `tf.Module` holding a Keras model (and preprocessor) with its serving tf.functions.
 
@@ -197,11 +206,8 @@ class ServingModule(tf.Module):
             signatures["serve_examples"] = self.serve_examples.get_concrete_function()
         if self.serve_classify is not None:
             signatures[self.classify_signature] = self.serve_classify.get_concrete_function()
-        variables = {}
-        for fn in signatures.values():
-            for v in fn.variables:
-                variables.setdefault(id(v), v)
-        self.model_variables = list(variables.values())
+        self.model_variables = unique_variables(v for fn in signatures.values()
+                                                for v in fn.variables)
         return signatures
 
     # --- graphs -----------------------------------------------------------------------------

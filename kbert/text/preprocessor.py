@@ -145,13 +145,22 @@ class BertPreprocessor(PreprocessorBase):
                          for s in segments]
         else:
             tokenized = [(self.tokenizer(s),) for s in segments]
-        keep = truncated_lengths([t[0].row_lengths() for t in tokenized], budget, self.truncate)
-        tokenizer = self.tokenizer
-        out = pack_segments(tokenized, keep, self.sequence_length, tokenizer.cls_token_id,
-                            tokenizer.sep_token_id, tokenizer.pad_token_id)
+        out = self.pack_tokens(tokenized)
         if scalar:
             out = {k: v[0] for k, v in out.items()}
         return out
+
+    def pack_tokens(self, tokenized, sequence_length=None):
+        """Tokenized segments (a tuple each of ragged [batch, (tokens)] ids, and optionally
+        their start and end offsets) cut by this preprocessor's truncation and packed to
+        `sequence_length` (default its own; a scalar tensor picks it per call)."""
+        if sequence_length is None:
+            sequence_length = self.sequence_length
+        budget = sequence_length - len(tokenized) - 1
+        keep = truncated_lengths([t[0].row_lengths() for t in tokenized], budget, self.truncate)
+        tokenizer = self.tokenizer
+        return pack_segments(tokenized, keep, sequence_length, tokenizer.cls_token_id,
+                             tokenizer.sep_token_id, tokenizer.pad_token_id)
 
     def _pack_choices(self, first, choices):
         """[batch] firsts and [batch, num_choices] choices → [batch, num_choices, seq] each."""
