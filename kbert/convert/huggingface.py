@@ -46,8 +46,9 @@ def read_hf_checkpoint(path, allow_pickle=False):
 
 
 def read_tensors(path, names, allow_pickle=False):
-    """The tensors `names` of a Hugging Face directory as float32 (dtype and values checked)."""
-    raw = _read_tensors(pathlib.Path(path), allow_pickle)
+    """The tensors `names` of a Hugging Face directory as float32 (dtype and values checked);
+    from safetensors files only those are read."""
+    raw = _read_tensors(pathlib.Path(path), allow_pickle, names=set(names))
     missing = sorted(set(names) - set(raw))
     if missing:
         raise CheckpointError(f"{path}: no tensor {', '.join(missing)}.")
@@ -64,18 +65,23 @@ def _drawn_pooler(config):
             "pooler.dense.bias": np.zeros(size, "float32")}
 
 
-def _read_tensors(path: pathlib.Path, allow_pickle: bool) -> dict:
+def _read_tensors(path: pathlib.Path, allow_pickle: bool, names=None) -> dict:
+    """Every tensor of the directory, or those in `names` (a set)."""
     single, index = path / "model.safetensors", path / INDEX_FILE
     if single.is_file() or index.is_file():
         files = [single] if single.is_file() else shard_files(index)
         tensors = {}
         for file in files:
             try:
-                tensors.update(safetensors.numpy.load_file(str(file)))
+                if names is None:
+                    tensors.update(safetensors.numpy.load_file(str(file)))
+                else:
+                    with safetensors.safe_open(str(file), framework="numpy") as f:
+                        tensors.update({n: f.get_tensor(n) for n in f.keys() if n in names})
             except (OSError, ValueError, safetensors.SafetensorError) as e:
                 raise CheckpointError(f"{file}: cannot read the safetensors weights: "
                                       f"{e}") from None
-        if index.is_file() and not single.is_file():
+        if index.is_file() and not single.is_file() and names is None:
             _check_index_names(index, tensors)
         return tensors
     pickled = path / "pytorch_model.bin"

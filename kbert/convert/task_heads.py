@@ -125,7 +125,7 @@ def read_task_head(path, kind):
         return None
     from kbert.convert.huggingface import read_tensors
 
-    tensors = read_tensors(pathlib.Path(path), names=head_tensor_names(architecture))
+    tensors = read_tensors(path, names=head_tensor_names(architecture))
     kernel = tensors[f"{hf_name}.weight"].T
     bias = tensors[f"{hf_name}.bias"]
     kwargs = {}
