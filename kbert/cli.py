@@ -1,111 +1,12 @@
 """The `kbert` command: a thin layer over the library, one subcommand per job."""
 
-import pathlib
 import re
 import sys
-import tempfile
 
 from kbert import cli_parser
 from kbert.cli_config import parse
+from kbert.cli_convert import convert
 from kbert.cli_parser import FORMATS  # noqa: F401  (importable from here as before)
-
-
-def _convert(args) -> int:
-    """Reads any supported checkpoint and writes it in another format."""
-    from kbert.convert import (is_causal, read_checkpoint, refuse_causal,
-                               write_google_checkpoint, write_hf_checkpoint)
-    from kbert.presets import resolve, resolve_preset
-    from kbert.runs import RunDirectory
-
-    source = resolve(args.source)
-    if args.sequence_length is not None and args.to != "tf_hub":
-        raise ValueError("--sequence-length applies to --to tf_hub only (a checkpoint has no "
-                         "sequence length).")
-    if args.to == "tf_hub":
-        return _convert_to_tf_hub(args, source)
-    if RunDirectory.is_run(source):
-        return _convert_run_to_hf(args, source)
-    refuse_causal(source, args.to)
-    config, weights = read_checkpoint(source, allow_pickle=args.allow_pickle)
-    preset = resolve_preset(source)
-    with tempfile.TemporaryDirectory() as scratch:
-        vocab = _vocabulary_file(preset, scratch)
-        if args.to == "huggingface":
-            write_hf_checkpoint(args.dest, config, weights, vocab_file=vocab,
-                                overwrite=args.overwrite, causal=is_causal(source))
-        elif args.to == "google":
-            write_google_checkpoint(args.dest, config, weights, vocab_file=vocab,
-                                    overwrite=args.overwrite)
-        else:
-            from kbert.convert.keras_hub import write_keras_hub_preset
-
-            write_keras_hub_preset(args.dest, config, weights, vocabulary=vocab,
-                                   lowercase=preset.lowercase,
-                                   allow_approximation=args.allow_approximation,
-                                   overwrite=args.overwrite)
-    heads = sorted({n.split(".")[1] for n in weights if n.startswith("cls.")})
-    print(f"Wrote {args.to} checkpoint to {args.dest}: {config.num_layers} layers, hidden "
-          f"{config.hidden_size}, {config.hidden_act}"
-          + (f", heads: {', '.join(heads)}" if heads else "") + ".")
-    return 0
-
-
-def _vocabulary_file(preset, scratch):
-    """The checkpoint's vocab.txt, for the converted copy; where it has only a transformers 5
-    tokenizer.json, a vocab.txt written in `scratch` from its WordPiece vocabulary; else None."""
-    if preset.vocabulary.is_file():
-        return preset.vocabulary
-    if not (preset.directory / "tokenizer.json").is_file():
-        return None
-    from kbert.text.tokenizer_files import load_vocabulary
-
-    path = pathlib.Path(scratch) / "vocab.txt"
-    path.write_text("\n".join(load_vocabulary(preset.vocabulary)) + "\n", encoding="utf-8")
-    return path
-
-
-def _convert_run_to_hf(args, source) -> int:
-    """A fine-tuned run as the `transformers` class for its task, with its label names."""
-    from kbert.convert import save_hf
-    from kbert.convert.task_heads import task_head
-    from kbert.runs import RunDirectory
-
-    if args.to != "huggingface":
-        raise ValueError(f"A kbert finetune run converts --to huggingface or tf_hub; the "
-                         f"{args.to} format holds an encoder only (convert the checkpoint the "
-                         "run started from, or the run's Hugging Face output).")
-    run = RunDirectory.open(source)
-    model = run.load_model()
-    label_names = run.info.get("label_names") if run.info["kind"] != "regression" else None
-    save_hf(model, args.dest, overwrite=args.overwrite, tokenizer=model.preprocessor.tokenizer,
-            label_names=label_names)
-    print(f"Wrote the run's {type(model).__name__} as transformers' "
-          f"{task_head(model).architecture} to {args.dest}.")
-    return 0
-
-
-def _convert_to_tf_hub(args, source) -> int:
-    """A checkpoint, or a fine-tuned run's encoder, as TF Hub's preprocessor and encoder
-    SavedModels."""
-    from kbert import BertBackbone, BertPreprocessor, BertTokenizer
-    from kbert.export.hub_models import export_hub_models
-    from kbert.runs import RunDirectory
-
-    if RunDirectory.is_run(source):
-        model = RunDirectory.open(source).load_model()
-        backbone, tokenizer = model.backbone, model.preprocessor.tokenizer
-        length = args.sequence_length or model.preprocessor.sequence_length
-    else:
-        backbone = BertBackbone.from_pretrained(source, allow_pickle=args.allow_pickle)
-        tokenizer = BertTokenizer.from_pretrained(source)
-        length = args.sequence_length or 128
-    preprocessor = BertPreprocessor(tokenizer, sequence_length=length)
-    export_hub_models(backbone, preprocessor, args.dest, overwrite=args.overwrite)
-    config = backbone.config
-    print(f"Wrote TF Hub preprocessor and encoder to {args.dest}/{{preprocessor,encoder}}: "
-          f"{config.num_layers} layers, hidden {config.hidden_size}, sequence length "
-          f"{preprocessor.sequence_length}.")
-    return 0
 
 
 def _vocab(args) -> int:
@@ -279,7 +180,7 @@ def _quickstart(args) -> int:
 def build_parser():
     """The `kbert` parser (see `kbert.cli_parser`), each subcommand bound to its function."""
     return cli_parser.build_parser({
-        "convert": _convert, "vocab": _vocab, "pretrain": _pretrain, "finetune": _finetune,
+        "convert": convert, "vocab": _vocab, "pretrain": _pretrain, "finetune": _finetune,
         "evaluate": _evaluate, "predict": _predict, "export": _export,
         "quickstart": _quickstart})
 
