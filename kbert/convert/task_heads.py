@@ -31,6 +31,8 @@ HF_TASK_CLASSES = {
     "BertSpanLabeler": ("BertForQuestionAnswering", "span_logits", "qa_outputs", False),
 }
 
+LABELLED = ("BertClassifier", "BertTokenClassifier")  # heads with num_classes and label names
+
 
 @dataclasses.dataclass
 class TaskHead:
@@ -64,7 +66,7 @@ def task_head(model, label_names=None):
     architecture, layer_name, hf_name, pooler = HF_TASK_CLASSES[kind]
     kernel, bias = (np.asarray(w, "float32") for w in model.get_layer(layer_name).get_weights())
     config = {}
-    if kind in ("BertClassifier", "BertTokenClassifier"):
+    if kind in LABELLED:
         labels = kernel.shape[1]
         names = list(label_names or getattr(model, "label_names", None) or [])
         if names and len(names) != labels:
@@ -83,13 +85,22 @@ def task_head(model, label_names=None):
 def checkpoint_architecture(path):
     """The task class a Hugging Face directory's config.json names (one of
     `HF_TASK_CLASSES`' transformers classes), or None."""
-    config = pathlib.Path(path) / "config.json"
+    return _architecture(_hf_config(path))
+
+
+def _hf_config(path):
+    """The object in `path`/config.json; None where there is none (readers of the weights
+    report a bad file)."""
     try:
-        architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures")
-    except (OSError, ValueError, AttributeError):
+        config = json.loads((pathlib.Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
+    return config if isinstance(config, dict) else None
+
+
+def _architecture(config):
     known = {hf for hf, *_ in HF_TASK_CLASSES.values()}
-    return next((a for a in architectures or () if a in known), None)
+    return next((a for a in (config or {}).get("architectures") or () if a in known), None)
 
 
 def head_tensor_names(architecture):
@@ -118,20 +129,18 @@ def read_task_head(path, kind):
     """The head that the Hugging Face directory `path` holds for kbert class `kind` (e.g.
     "BertClassifier"), or None when it holds none of that task (a plain encoder, or another
     task's head: the caller then builds a new head)."""
-    if kind not in HF_TASK_CLASSES or not (pathlib.Path(path) / "config.json").is_file():
+    config = _hf_config(path)
+    if kind not in HF_TASK_CLASSES or _architecture(config) != HF_TASK_CLASSES[kind][0]:
         return None
     architecture, layer, hf_name, _ = HF_TASK_CLASSES[kind]
-    if checkpoint_architecture(path) != architecture:
-        return None
     from kbert.convert.huggingface import read_tensors
 
     tensors = read_tensors(path, names=head_tensor_names(architecture))
     kernel = tensors[f"{hf_name}.weight"].T
     bias = tensors[f"{hf_name}.bias"]
     kwargs = {}
-    if kind in ("BertClassifier", "BertTokenClassifier"):
+    if kind in LABELLED:
         kwargs["num_classes"] = kernel.shape[1]
-        config = json.loads((pathlib.Path(path) / "config.json").read_text(encoding="utf-8"))
         names = [config.get("id2label", {}).get(str(i)) for i in range(kernel.shape[1])]
         if kind == "BertTokenClassifier" and all(names):
             kwargs["label_names"] = names
