@@ -6,17 +6,15 @@ Hugging Face's tokenizer with Google's truncation of pairs (encoder inputs) and 
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from tests.test_cli_processes import KBERT, run
 from tests.text.reference_tokenizer import truncate_pair
 
 HERE = os.path.dirname(__file__)
-_SCRIPT = os.path.join(os.path.dirname(sys.executable), "kbert")
-KBERT = [_SCRIPT] if os.path.isfile(_SCRIPT) else [sys.executable, "-m", "kbert.cli"]
 LENGTH = 24  # the export's default seq_length: long texts below are cut
 PAIR_LENGTH = 20
 TEXTS = ["The quick brown fox jumped over the lazy dog.", "Good day.",
@@ -31,19 +29,12 @@ PAIRS = [["The quick brown fox jumped over the lazy dog.", "The dog was lazy."],
          ["a b c d e f g h i j k", "x y z"]]
 
 
-def run(command, timeout=900):
-    done = subprocess.run([str(c) for c in command], capture_output=True, text=True,
-                          timeout=timeout)
-    assert done.returncode == 0, f"{command} failed:\n{done.stderr[-3000:]}"
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def consumed(tmp_path_factory):
     """(export dir, what hub_consumer.py read back from it)."""
     tmp = tmp_path_factory.mktemp("tf_hub")
-    out = run(KBERT + ["convert", "minilm_l6_h384_uncased", tmp / "minilm", "--to", "tf_hub",
-                       "--sequence-length", LENGTH])
+    out, _ = run(KBERT + ["convert", "minilm_l6_h384_uncased", tmp / "minilm", "--to",
+                          "tf_hub", "--sequence-length", LENGTH])
     assert "Wrote TF Hub preprocessor and encoder" in out
     job = tmp / "job.json"
     job.write_text(json.dumps({"texts": TEXTS + [SEP_AS_TEXT], "pairs": PAIRS,
