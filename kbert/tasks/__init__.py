@@ -16,16 +16,10 @@ def get_spec(name, data_dir=None, **options) -> TaskSpec:
         return name
     if isinstance(name, Task):
         return SentenceTask(name)
-    if name in ("squad", "squad2"):
-        from kbert.tasks.squad import SquadTask
-
-        _check_options(SquadTask, name, options)
-        return SquadTask("2.0" if name == "squad2" else "1.1", data_dir, **options)
-    if name == "conll":
-        from kbert.tasks.conll import ConllTask
-
-        _check_options(ConllTask, name, options)
-        return ConllTask(data_dir, **options)
+    lazy = _lazy_specs().get(name)
+    if lazy is not None:
+        _check_options(lazy, name, options)
+        return lazy(data_dir=data_dir, **options)
     if options:
         raise ValueError(f"Task {name!r} takes no options; got {sorted(options)}.")
     return SentenceTask(load_task(name, data_dir), cli_name=name, data_dir=data_dir)
@@ -36,9 +30,21 @@ def spec_of_run(info) -> TaskSpec:
     run recorded (labels, pair-ness, options), so `kbert predict` reads no task data."""
     from kbert.tasks.sentence import SentenceTask
 
-    if info["task"] in ("squad", "squad2", "conll"):
+    if info["task"] in _lazy_specs():
         return get_spec(info["task"], info.get("data_dir"), **info.get("task_options", {}))
     return SentenceTask.from_run(info)
+
+
+def _lazy_specs():
+    """The tasks whose spec reads its data only when asked (so a run's spec needs none), by
+    name: SQuAD v1.1 / v2.0 and CoNLL-2003."""
+    from functools import partial
+
+    from kbert.tasks.conll import ConllTask
+    from kbert.tasks.squad import SquadTask
+
+    return {"squad": partial(SquadTask, "1.1"), "squad2": partial(SquadTask, "2.0"),
+            "conll": ConllTask}
 
 
 def _check_options(spec_cls, name, options):
