@@ -1,5 +1,6 @@
 """`kbert convert`: a checkpoint to another checkpoint format, a fine-tuned run to transformers'
-class for its task, or either to TF Hub's BERT SavedModels. Thin over `kbert.convert` and
+class for its task (or a classifier run to keras-hub's BertTextClassifier), or either to TF Hub's
+BERT SavedModels. Thin over `kbert.convert` and
 `kbert.export.hub_models`."""
 
 import pathlib
@@ -20,7 +21,7 @@ def convert(args) -> int:
     if args.to == "tf_hub":
         return _convert_to_tf_hub(args, source)
     if RunDirectory.is_run(source):
-        return _convert_run_to_hf(args, source)
+        return _convert_run(args, source)
     refuse_causal(source, args.to)
     config, weights = read_checkpoint(source, allow_pickle=args.allow_pickle)
     preset = resolve_preset(source)
@@ -60,18 +61,25 @@ def _vocabulary_file(preset, scratch):
     return path
 
 
-def _convert_run_to_hf(args, source) -> int:
-    """A fine-tuned run as the `transformers` class for its task, with its label names."""
-    from kbert.convert import save_hf
+def _convert_run(args, source) -> int:
+    """A fine-tuned run as the `transformers` class for its task, with its label names, or a
+    classifier run as keras-hub's `BertTextClassifier` (which keeps no label names)."""
+    from kbert.convert import save_hf, save_keras_hub
     from kbert.convert.task_heads import task_head
     from kbert.runs import RunDirectory
 
-    if args.to != "huggingface":
-        raise ValueError(f"A kbert finetune run converts --to huggingface or tf_hub; the "
-                         f"{args.to} format holds an encoder only (convert the checkpoint the "
-                         "run started from, or the run's Hugging Face output).")
+    if args.to not in ("huggingface", "keras_hub"):
+        raise ValueError(f"A kbert finetune run converts --to huggingface, keras_hub or tf_hub; "
+                         f"the {args.to} format holds an encoder only (convert the checkpoint "
+                         "the run started from, or the run's Hugging Face output).")
     run = RunDirectory.open(source)
     model = run.load_model()
+    if args.to == "keras_hub":
+        save_keras_hub(model, args.dest, overwrite=args.overwrite,
+                       allow_approximation=args.allow_approximation)
+        print(f"Wrote the run's {type(model).__name__} as keras-hub's BertTextClassifier to "
+              f"{args.dest}.")
+        return 0
     label_names = run.info.get("label_names") if run.info["kind"] != "regression" else None
     save_hf(model, args.dest, overwrite=args.overwrite, tokenizer=model.preprocessor.tokenizer,
             label_names=label_names)

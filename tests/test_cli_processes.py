@@ -158,7 +158,30 @@ def test_a_run_converts_to_a_hugging_face_classifier(sentiment_run, tmp_path):
     refused = subprocess.run([str(c) for c in KBERT + ["convert", sentiment_run, tmp_path / "g",
                                                        "--to", "google"]],
                              capture_output=True, text=True, timeout=600)
-    assert refused.returncode == 2 and "converts --to huggingface or tf_hub" in refused.stderr
+    assert refused.returncode == 2 and "converts --to huggingface, keras_hub or tf_hub" in refused.stderr
+
+
+KERAS_HUB_PREDICT = ("import json, sys, keras_hub; "
+                     "m = keras_hub.models.TextClassifier.from_preset(sys.argv[1]); "
+                     "print(json.dumps(m.predict([sys.argv[2]], verbose=0).tolist()))")
+
+
+@pytest.mark.slow
+def test_a_classifier_run_converts_to_keras_hub(sentiment_run, tmp_path):
+    """`kbert convert RUN DST --to keras_hub`: keras-hub's `TextClassifier.from_preset` takes
+    raw text and answers as the run (to keras-hub's tanh-GELU: the tiny preset's is exact)."""
+    import keras
+
+    refused = subprocess.run([str(c) for c in KBERT + ["convert", sentiment_run,
+                                                       tmp_path / "hub", "--to", "keras_hub"]],
+                             capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and "--allow-approximation" in refused.stderr
+    out, _ = run(KBERT + ["convert", sentiment_run, tmp_path / "hub", "--to", "keras_hub",
+                          "--allow-approximation"])
+    assert "as keras-hub's BertTextClassifier" in out
+    logits = python(KERAS_HUB_PREDICT, tmp_path / "hub", TEXT)[0]
+    model = keras.saving.load_model(sentiment_run / "model.keras")
+    np.testing.assert_allclose(logits, model.predict([TEXT], verbose=0)[0], atol=1e-4)
 
 
 LOAD_AND_PREDICT_MANY = ("import json, sys, kbert, keras; "

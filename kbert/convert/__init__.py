@@ -130,6 +130,38 @@ def save_google(model, path, vocab_file=None, overwrite=False):
                                    overwrite=overwrite)
 
 
+def save_keras_hub(model, path, tokenizer=None, sequence_length=None, overwrite=False,
+                   allow_approximation=False):
+    """Writes a `BertBackbone` (or a `BertPretrainer`'s encoder) as a keras-hub `BertBackbone`
+    preset, and a fine-tuned `BertClassifier` as a keras-hub `BertTextClassifier` preset;
+    `tokenizer` and `sequence_length` (defaults: the model's preprocessor's) make its
+    preprocessor, so `keras_hub.models.TextClassifier.from_preset(path)` takes raw text.
+    keras-hub computes tanh-GELU only: another activation needs `allow_approximation`
+    (`kbert.convert.keras_hub`)."""
+    from kbert.convert.keras_hub import ClassifierHead, write_keras_hub_preset
+
+    if _is_causal_model(model):
+        raise ValueError("A causal (left-to-right) model has no keras-hub form: keras-hub's "
+                         "BertBackbone is bidirectional only.")
+    preprocessor = getattr(model, "preprocessor", None)
+    tokenizer = tokenizer or getattr(preprocessor, "tokenizer", None)
+    classifier = None
+    if hasattr(model, "backbone") and not hasattr(model, "mlm_head"):
+        if type(model).__name__ != "BertClassifier":
+            raise ValueError(f"keras-hub's one BERT task class is BertTextClassifier; a "
+                             f"{type(model).__name__} has none there. Save its encoder with "
+                             "save_keras_hub(model.backbone, ...).")
+        kernel, bias = model.get_layer("classifier").get_weights()
+        classifier = ClassifierHead(kernel, bias, model.dropout)
+        sequence_length = sequence_length or getattr(preprocessor, "sequence_length", None)
+    return write_keras_hub_preset(
+        path, *_config_and_weights(model),
+        vocabulary=None if tokenizer is None else tokenizer.get_vocabulary(),
+        lowercase=True if tokenizer is None else bool(tokenizer.lowercase),
+        classifier=classifier, sequence_length=sequence_length,
+        allow_approximation=allow_approximation, overwrite=overwrite)
+
+
 def _is_causal_model(model):
     """Whether a backbone (or a pretrainer's) is left-to-right."""
     return bool(getattr(getattr(model, "backbone", model), "causal", False))
@@ -150,6 +182,6 @@ def _config_and_weights(model):
 __all__ = [
     "CheckpointError", "detect_format", "read_checkpoint", "read_config", "load_backbone",
     "is_causal", "refuse_causal", "save_hf",
-    "save_google", "read_hf_checkpoint", "write_hf_checkpoint", "read_google_checkpoint",
+    "save_google", "save_keras_hub", "read_hf_checkpoint", "write_hf_checkpoint", "read_google_checkpoint",
     "write_google_checkpoint", "get_backbone_weights", "set_backbone_weights",
 ]

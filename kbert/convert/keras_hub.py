@@ -7,13 +7,17 @@ makes explicit:
 - it has one `dropout` rate, used for both the hidden and the attention dropout;
 - a keras-hub preset holds only the backbone: the masked-LM and next-sentence heads of BERT
   pre-training are not part of it. `from_keras_hub` therefore returns no head weights, and
-  `to_keras_hub` leaves out any head weights it is given.
+  `to_keras_hub` leaves out any head weights it is given. A fine-tuned classifier's head goes
+  out as keras-hub's `BertTextClassifier` (`ClassifierHead`), the one BERT task keras-hub has;
+- its WordPiece tokenizer lowercases and strips accents as two settings, where Google's uncased
+  BERT (and kbert) does both or neither: a preset written here sets both from `lowercase`.
 
 Attention projections are `EinsumDense` layers whose kernels keep the heads as their own axis:
 query/key/value kernels are [H, heads, head_size] with [heads, head_size] biases, and the output
 projection is [heads, head_size, H].
 """
 
+import dataclasses
 import json
 import os
 import warnings
@@ -196,14 +200,28 @@ PRESET_FILES = (PRESET_CONFIG, PRESET_WEIGHTS, "metadata.json", "tokenizer.json"
 preset, which a new one may replace without `overwrite`."""
 
 
+@dataclasses.dataclass
+class ClassifierHead:
+    """What keras-hub's `BertTextClassifier` adds to its backbone (pooled output -> dropout ->
+    the Dense layer "logits"), as a fine-tuned kbert `BertClassifier` holds it: the Dense
+    layer's kernel [hidden, num_classes] and bias, and the dropout rate."""
+
+    kernel: np.ndarray
+    bias: np.ndarray
+    dropout: float
+
+
 def write_keras_hub_preset(dest, config: BertConfig, weights, *, vocabulary=None,
-                           lowercase=True, allow_approximation=False, overwrite=False):
+                           lowercase=True, classifier: ClassifierHead | None = None,
+                           sequence_length=None, allow_approximation=False, overwrite=False):
     """Writes canonical `weights` of `config` as a keras-hub preset directory `dest`; returns it.
 
     With `vocabulary` (a token list or a vocab.txt path, `config.vocab_size` tokens) the preset
     also holds keras-hub's tokenizer (tokenizer.json + assets/tokenizer/vocabulary.txt), so that
     `keras_hub.models.BertTextClassifier.from_preset(dest)` and `BertTokenizer.from_preset` load
-    it whole. The conversion runs first (`to_keras_hub`: a refused one raises before anything on
+    it whole. With a `classifier` head it is a `BertTextClassifier` preset (task.json,
+    task.weights.h5; with a vocabulary also its preprocessor at `sequence_length`), which
+    `keras_hub.models.TextClassifier.from_preset(dest)` loads fine-tuned. The conversion runs first (`to_keras_hub`: a refused one raises before anything on
     disk changes), then the preset is assembled beside `dest` and renamed into place once
     complete (`kbert.atomic.atomic_directory`). An existing `dest` is replaced when it holds only
     a previous preset's files; one with other files only with `overwrite=True`.
@@ -212,15 +230,47 @@ def write_keras_hub_preset(dest, config: BertConfig, weights, *, vocabulary=None
 
     backbone = to_keras_hub(config, weights, allow_approximation=allow_approximation)
     tokenizer = None if vocabulary is None else _tokenizer(vocabulary, lowercase, config)
+    task = None
+    if classifier is not None:
+        task = _text_classifier(backbone, classifier, tokenizer, sequence_length)
     with atomic_directory(dest, owned_files=PRESET_FILES, overwrite=overwrite) as staging:
-        backbone.save_to_preset(str(staging))
-        if tokenizer is not None:
-            tokenizer.save_to_preset(str(staging))
+        if task is not None:
+            task.save_to_preset(str(staging))  # backbone, preprocessor and tokenizer with it
+        else:
+            backbone.save_to_preset(str(staging))
+            if tokenizer is not None:
+                tokenizer.save_to_preset(str(staging))
     return dest
 
 
+def _text_classifier(backbone, head: ClassifierHead, tokenizer, sequence_length):
+    """keras-hub's `BertTextClassifier` on `backbone` holding `head`; with a tokenizer, its
+    preprocessor packs `sequence_length` tokens (keras-hub's round-robin truncation of a pair
+    keeps what Google's longest-first one keeps)."""
+    import keras_hub
+
+    kernel = np.asarray(head.kernel, np.float32)
+    if kernel.ndim != 2 or kernel.shape[0] != backbone.hidden_dim:
+        raise ValueError(f"a classifier head's kernel must be [{backbone.hidden_dim}, classes], "
+                         f"got {list(kernel.shape)}.")
+    preprocessor = None
+    if tokenizer is not None:
+        if not isinstance(sequence_length, int) or sequence_length < 2:
+            raise ValueError("a classifier preset with a tokenizer needs the sequence length "
+                             f"its inputs are packed to (an integer >= 2), got "
+                             f"{sequence_length!r}.")
+        preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
+            tokenizer, sequence_length=sequence_length)
+    task = keras_hub.models.BertTextClassifier(
+        backbone, num_classes=kernel.shape[1], preprocessor=preprocessor, dropout=head.dropout)
+    task.get_layer("logits").set_weights([kernel, np.asarray(head.bias, np.float32)])
+    return task
+
+
 def _tokenizer(vocabulary, lowercase, config):
-    """keras-hub's `BertTokenizer` on a vocabulary checked as kbert checks its own."""
+    """keras-hub's `BertTokenizer` on a vocabulary checked as kbert checks its own; accents
+    stripped where text is lowercased, as Google's uncased BERT was trained (keras-hub's default
+    keeps them, which turns "Café" into [UNK] for an uncased vocabulary)."""
     import keras_hub
 
     from kbert.text.tokenizer_files import load_vocabulary
@@ -229,4 +279,5 @@ def _tokenizer(vocabulary, lowercase, config):
     if len(tokens) != config.vocab_size:
         raise ConfigError(f"the vocabulary has {len(tokens)} tokens but the model's "
                           f"vocab_size is {config.vocab_size}.")
-    return keras_hub.models.BertTokenizer(vocabulary=tokens, lowercase=lowercase)
+    return keras_hub.models.BertTokenizer(vocabulary=tokens, lowercase=lowercase,
+                                          strip_accents=lowercase)
