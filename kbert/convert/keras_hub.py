@@ -267,6 +267,39 @@ def _text_classifier(backbone, head: ClassifierHead, tokenizer, sequence_length)
     return task
 
 
+def read_classifier_head(directory) -> tuple[ClassifierHead, int | None] | None:
+    """The head of a keras-hub `BertTextClassifier` preset (a task.json naming that class) and
+    the sequence length its preprocessor packs (None without one); None for a backbone preset
+    or another keras-hub task. keras-hub builds the task, in Keras' safe mode, to read it."""
+    path = os.path.join(directory, "task.json")
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            task = json.load(f)
+        class_name, config = task.get("class_name"), task["config"]
+        activation = config.get("activation") or "linear"
+    except (OSError, ValueError, AttributeError, KeyError, TypeError) as e:
+        raise CheckpointError(f"keras-hub preset {directory}: cannot read {path}: "
+                              f"{type(e).__name__}: {e}") from None
+    if class_name != "BertTextClassifier":
+        return None
+    if activation != "linear":
+        raise CheckpointError(f"keras-hub preset {directory}: its classifier applies "
+                              f"{activation!r} to the logits; kbert's BertClassifier outputs "
+                              "raw logits (train it with from_logits=True).")
+    import keras_hub
+
+    try:
+        classifier = keras_hub.models.BertTextClassifier.from_preset(os.fspath(directory))
+    except Exception as e:  # h5py, Keras and keras-hub raise many kinds
+        raise CheckpointError(f"keras-hub preset {directory}: cannot load its "
+                              f"BertTextClassifier: {type(e).__name__}: {e}") from None
+    kernel, bias = classifier.get_layer("logits").get_weights()
+    length = getattr(classifier.preprocessor, "sequence_length", None)
+    return ClassifierHead(kernel, bias, float(classifier.dropout)), length
+
+
 def _tokenizer(vocabulary, lowercase, config):
     """keras-hub's `BertTokenizer` on a vocabulary checked as kbert checks its own; accents
     stripped where text is lowercased, as Google's uncased BERT was trained (keras-hub's default

@@ -12,7 +12,8 @@ that class's one Linear layer:
 
 The token and span classes have no pooler, so its weights are not written; read back, a
 checkpoint of theirs gets a freshly drawn pooler (unused by those heads), as transformers gives
-one. `read_task_head` reads a head for `BertTask.from_pretrained`.
+one. `read_task_head` reads a head for `BertTask.from_pretrained`, from transformers' classes
+and from keras-hub's one BERT task, `BertTextClassifier` (a `BertClassifier`'s head).
 
 Duck-typed by class name and layer name, so this format code imports no model class.
 """
@@ -117,18 +118,22 @@ def has_pooler(architecture):
 
 @dataclasses.dataclass
 class ReadHead:
-    """A task head read from a Hugging Face checkpoint, in kbert's layout: the Dense layer it
-    fills, its [kernel, bias], and the constructor arguments it implies."""
+    """A task head read from a checkpoint, in kbert's layout: the Dense layer it fills, its
+    [kernel, bias], the constructor arguments it implies, and the sequence length its inputs
+    were packed to where the checkpoint says (keras-hub's preprocessor does)."""
 
     layer: str
     weights: list
     kwargs: dict
+    sequence_length: int | None = None
 
 
 def read_task_head(path, kind):
-    """The head that the Hugging Face directory `path` holds for kbert class `kind` (e.g.
-    "BertClassifier"), or None when it holds none of that task (a plain encoder, or another
-    task's head: the caller then builds a new head)."""
+    """The head that the Hugging Face directory (or keras-hub preset) `path` holds for kbert
+    class `kind` (e.g. "BertClassifier"), or None when it holds none of that task (a plain
+    encoder, or another task's head: the caller then builds a new head)."""
+    if (pathlib.Path(path) / "task.json").is_file():
+        return _keras_hub_head(path, kind)
     config = _hf_config(path)
     if kind not in HF_TASK_CLASSES or _architecture(config) != HF_TASK_CLASSES[kind][0]:
         return None
@@ -145,3 +150,15 @@ def read_task_head(path, kind):
         if kind == "BertTokenClassifier" and all(names):
             kwargs["label_names"] = names
     return ReadHead(layer, [kernel, bias], kwargs)
+
+
+def _keras_hub_head(path, kind):
+    """A keras-hub `BertTextClassifier` preset's head, for a `BertClassifier`."""
+    from kbert.convert.keras_hub import read_classifier_head
+
+    read = read_classifier_head(path) if kind == "BertClassifier" else None
+    if read is None:
+        return None
+    head, length = read
+    return ReadHead("classifier", [head.kernel, head.bias],
+                    {"num_classes": head.kernel.shape[1]}, length)

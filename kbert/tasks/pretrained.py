@@ -53,6 +53,7 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
                 raise ValueError(f"{name_or_dir} holds a fine-tuned {cls.__name__} head with "
                                  f"{key}={value!r}, not {kwargs[key]!r}. For a new head, build "
                                  f"{cls.__name__}(BertBackbone.from_pretrained(...), ...).")
+        sequence_length = sequence_length or head.sequence_length
     model = cls(backbone, preprocessor=preprocessor_for(cls, tokenizer, sequence_length),
                 **kwargs)
     if head is not None:
@@ -62,8 +63,9 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
 
 def _fine_tuned_head(cls, name_or_dir):
     """The head a Hugging Face checkpoint of `cls`'s task (e.g. BertForSequenceClassification
-    for a `BertClassifier`) holds, so that a model fine-tuned there answers here as it did;
-    None for an encoder checkpoint, a preset or another task's checkpoint (a new head)."""
+    for a `BertClassifier`) or a keras-hub `BertTextClassifier` preset holds, so that a model
+    fine-tuned there answers here as it did; None for an encoder checkpoint, a preset or another
+    task's checkpoint (a new head)."""
     from kbert.convert.task_heads import read_task_head
     from kbert.presets import resolve_preset
 

@@ -9,7 +9,7 @@ import pytest
 
 import kbert
 from kbert.config import ConfigError
-from kbert.convert import save_keras_hub
+from kbert.convert import CheckpointError, save_keras_hub
 from kbert.models import BertClassifier, BertTokenClassifier
 from tests.convert.test_hf_task_heads import with_random_head
 from tests.test_cli_processes import python
@@ -77,3 +77,49 @@ def test_what_keras_hub_cannot_hold_is_refused(minilm_dir, tmp_path):
     with pytest.raises(ValueError, match="BertTextClassifier; a BertTokenClassifier"):
         save_keras_hub(tagger, tmp_path / "tagger")
     assert list(tmp_path.iterdir()) == []
+
+
+KBERT_CLASSIFY = (
+    "import json, sys, kbert; "
+    "m = kbert.BertClassifier.from_pretrained(sys.argv[1]); "
+    "singles, pairs = json.loads(sys.argv[2]); pairs = (pairs[0], pairs[1]); "
+    "print(json.dumps([m.preprocessor.sequence_length, m.predict(singles, verbose=0).tolist(), "
+    "m.predict(pairs, verbose=0).tolist()]))")
+
+
+def test_a_classifier_fine_tuned_in_keras_hub_loads_with_its_head(minilm_dir, tmp_path):
+    """keras-hub's own `BertTextClassifier` preset: `BertClassifier.from_pretrained` (a new
+    process) takes its head and packing length and answers as keras-hub does."""
+    import keras_hub
+
+    vocabulary = (minilm_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocabulary, lowercase=True,
+                                               strip_accents=True)
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=len(vocabulary), num_layers=2, num_heads=4, hidden_dim=32,
+        intermediate_dim=64, max_sequence_length=64)
+    task = keras_hub.models.BertTextClassifier(
+        backbone, num_classes=3, preprocessor=keras_hub.models.BertTextClassifierPreprocessor(
+            tokenizer, sequence_length=16))
+    rng = np.random.default_rng(2)
+    task.get_layer("logits").set_weights([rng.normal(size=(32, 3)).astype("float32"),
+                                          rng.normal(size=3).astype("float32")])
+    task.save_to_preset(str(tmp_path / "preset"))
+
+    length, singles, pairs = python(KBERT_CLASSIFY, tmp_path / "preset",
+                                    json.dumps([SINGLES, list(PAIRS)]))
+    assert length == 16  # so LONG is cut where keras-hub cuts it
+    np.testing.assert_allclose(singles, task.predict(SINGLES, verbose=0), atol=1e-5)
+    np.testing.assert_allclose(pairs, task.predict(PAIRS, verbose=0), atol=1e-5)
+    with pytest.raises(ValueError, match="head with num_classes=3, not 2"):
+        BertClassifier.from_pretrained(str(tmp_path / "preset"), num_classes=2)
+
+    task_json = tmp_path / "preset" / "task.json"
+    saved = json.loads(task_json.read_text())
+    saved["config"]["activation"] = "softmax"
+    task_json.write_text(json.dumps(saved))
+    with pytest.raises(CheckpointError, match="applies 'softmax' to the logits"):
+        BertClassifier.from_pretrained(str(tmp_path / "preset"))
+    task_json.write_text("{")
+    with pytest.raises(CheckpointError, match="cannot read .*task.json"):
+        BertClassifier.from_pretrained(str(tmp_path / "preset"))
