@@ -13,6 +13,7 @@ def convert(args) -> int:
                                write_google_checkpoint, write_hf_checkpoint)
     from kbert.presets import resolve, resolve_preset
     from kbert.runs import RunDirectory
+    from kbert.text.tokenizer_files import accents_from_checkpoint, max_chars_from_checkpoint
 
     source = resolve(args.source)
     if args.sequence_length is not None and args.to != "tf_hub":
@@ -27,17 +28,24 @@ def convert(args) -> int:
     preset = resolve_preset(source)
     with tempfile.TemporaryDirectory() as scratch:
         vocab = _vocabulary_file(preset, scratch)
+        # the tokenizer's settings travel with the weights: a cased checkpoint stays cased
+        strip_accents = accents_from_checkpoint(preset.directory)
         if args.to == "huggingface":
+            settings = {"do_lower_case": preset.lowercase,
+                        "strip_accents": strip_accents,
+                        "max_input_chars_per_word": max_chars_from_checkpoint(preset.directory)}
             write_hf_checkpoint(args.dest, config, weights, vocab_file=vocab,
-                                overwrite=args.overwrite, causal=is_causal(source))
+                                overwrite=args.overwrite, causal=is_causal(source),
+                                tokenizer_config=settings if vocab else None)
         elif args.to == "google":
             write_google_checkpoint(args.dest, config, weights, vocab_file=vocab,
-                                    overwrite=args.overwrite)
+                                    overwrite=args.overwrite, lowercase=preset.lowercase,
+                                    strip_accents=strip_accents)
         else:
             from kbert.convert.keras_hub import write_keras_hub_preset
 
             write_keras_hub_preset(args.dest, config, weights, vocabulary=vocab,
-                                   lowercase=preset.lowercase,
+                                   lowercase=preset.lowercase, strip_accents=strip_accents,
                                    allow_approximation=args.allow_approximation,
                                    overwrite=args.overwrite)
     heads = sorted({n.split(".")[1] for n in weights if n.startswith("cls.")})

@@ -27,7 +27,8 @@ from kbert.data import sources
 from kbert.models.backbone import BertBackbone
 from kbert.text.tokenizer import BertTokenizer, casing_from_checkpoint
 from kbert.text.tokenizer_files import vocabulary_file
-from kbert.text.tokenizer_files import MAX_CHARS_PER_WORD, max_chars_from_checkpoint
+from kbert.text.tokenizer_files import (MAX_CHARS_PER_WORD, accents_from_checkpoint,
+                                        max_chars_from_checkpoint)
 
 WEIGHT_PRESETS = {
     "minilm_l6_h384_uncased": "minilm",  # preset name → artifact holding a HF BERT directory
@@ -130,14 +131,16 @@ def load_backbone(name, cls=BertBackbone, allow_pickle=False, require_weights=Fa
 
 def load_tokenizer(name, cls=BertTokenizer, lowercase=None, max_chars_per_word=None, **kwargs):
     """`cls` (a `BertTokenizer`) on the vocabulary of `name`; casing per
-    `casing_from_checkpoint` and the word-length limit per `max_chars_from_checkpoint` unless
-    given. A size preset or a `BertConfig` only borrows a vocabulary: kbert's own (Google's)
+    `casing_from_checkpoint`, accents per `accents_from_checkpoint` and the word-length limit per
+    `max_chars_from_checkpoint` unless given. A size preset or a `BertConfig` only borrows a vocabulary: kbert's own (Google's)
     limit."""
     preset = resolve_preset(name)
     lowercase = preset.lowercase if lowercase is None else lowercase
     if max_chars_per_word is None:
         max_chars_per_word = (MAX_CHARS_PER_WORD if preset.checkpoint is None
                               else max_chars_from_checkpoint(preset.directory))
+    if kwargs.get("strip_accents") is None and preset.checkpoint is not None:
+        kwargs["strip_accents"] = accents_from_checkpoint(preset.directory)
     return cls(vocabulary=preset.vocabulary, lowercase=lowercase,
                max_chars_per_word=max_chars_per_word, **kwargs)
 

@@ -108,6 +108,7 @@ def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None, label
         return write_hf_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
                                    overwrite=overwrite, causal=causal, task_head=head)
     settings = {"do_lower_case": bool(tokenizer.lowercase),
+                "strip_accents": bool(tokenizer.strip_accents),
                 "max_input_chars_per_word": int(tokenizer.max_chars_per_word)}
     with tempfile.TemporaryDirectory() as scratch:
         vocab = pathlib.Path(scratch) / "vocab.txt"
@@ -158,6 +159,7 @@ def save_keras_hub(model, path, tokenizer=None, sequence_length=None, overwrite=
         path, *_config_and_weights(model),
         vocabulary=None if tokenizer is None else tokenizer.get_vocabulary(),
         lowercase=True if tokenizer is None else bool(tokenizer.lowercase),
+        strip_accents=None if tokenizer is None else bool(tokenizer.strip_accents),
         classifier=classifier, sequence_length=sequence_length,
         allow_approximation=allow_approximation, overwrite=overwrite)
 

@@ -170,10 +170,14 @@ def read_google_checkpoint(path) -> tuple[BertConfig, dict[str, np.ndarray]]:
 
 
 def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, *,
-                            overwrite: bool = False) -> str:
+                            overwrite: bool = False, lowercase: bool | None = None,
+                            strip_accents: bool | None = None) -> str:
     """Writes canonical `weights` of `config` as an original-format BERT checkpoint directory
     `path`: `bert_config.json`, `bert_model.ckpt.{index,data-00000-of-00001}` and, when
-    `vocab_file` is given, a copy of it as `vocab.txt`.
+    `vocab_file` is given, a copy of it as `vocab.txt`. Google's format keeps the casing only
+    in the directory's name (run_classifier.py's `--do_lower_case`); a given `lowercase` (and
+    `strip_accents`) is also written into bert_config.json as `do_lower_case` (and
+    `strip_accents`), which kbert reads back and Google's `BertConfig.from_dict` ignores.
 
     The pre-training heads are written when `weights` holds them. The directory is assembled
     next to `path` and renamed into place, so a reader never sees half a checkpoint. An existing
@@ -196,8 +200,13 @@ def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, 
         with tf.device("/cpu:0"):
             tf.raw_ops.SaveV2(prefix=os.path.join(tmp, CHECKPOINT_NAME), tensor_names=names,
                               shape_and_slices=[""] * len(names), tensors=tensors)
+        google_config = config.to_google_config()
+        if lowercase is not None:
+            google_config["do_lower_case"] = bool(lowercase)
+        if strip_accents is not None:
+            google_config["strip_accents"] = bool(strip_accents)
         with open(os.path.join(tmp, CONFIG_FILE), "w", encoding="utf-8") as f:
-            json.dump(config.to_google_config(), f, indent=2)
+            json.dump(google_config, f, indent=2)
             f.write("\n")
         if vocab_file is not None:
             shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))

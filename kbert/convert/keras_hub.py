@@ -9,8 +9,8 @@ makes explicit:
   pre-training are not part of it. `from_keras_hub` therefore returns no head weights, and
   `to_keras_hub` leaves out any head weights it is given. A fine-tuned classifier's head goes
   out as keras-hub's `BertTextClassifier` (`ClassifierHead`), the one BERT task keras-hub has;
-- its WordPiece tokenizer lowercases and strips accents as two settings, where Google's uncased
-  BERT (and kbert) does both or neither: a preset written here sets both from `lowercase`.
+- its WordPiece tokenizer's `strip_accents` defaults to False, where Google's uncased BERT
+  strips accents: a preset written here states it (by default, as `lowercase`).
 
 Attention projections are `EinsumDense` layers whose kernels keep the heads as their own axis:
 query/key/value kernels are [H, heads, head_size] with [heads, head_size] biases, and the output
@@ -212,7 +212,8 @@ class ClassifierHead:
 
 
 def write_keras_hub_preset(dest, config: BertConfig, weights, *, vocabulary=None,
-                           lowercase=True, classifier: ClassifierHead | None = None,
+                           lowercase=True, strip_accents=None,
+                           classifier: ClassifierHead | None = None,
                            sequence_length=None, allow_approximation=False, overwrite=False):
     """Writes canonical `weights` of `config` as a keras-hub preset directory `dest`; returns it.
 
@@ -229,7 +230,8 @@ def write_keras_hub_preset(dest, config: BertConfig, weights, *, vocabulary=None
     from kbert.atomic import atomic_directory
 
     backbone = to_keras_hub(config, weights, allow_approximation=allow_approximation)
-    tokenizer = None if vocabulary is None else _tokenizer(vocabulary, lowercase, config)
+    tokenizer = None if vocabulary is None else _tokenizer(
+        vocabulary, lowercase, lowercase if strip_accents is None else strip_accents, config)
     task = None
     if classifier is not None:
         task = _text_classifier(backbone, classifier, tokenizer, sequence_length)
@@ -300,10 +302,10 @@ def read_classifier_head(directory) -> tuple[ClassifierHead, int | None] | None:
     return ClassifierHead(kernel, bias, float(classifier.dropout)), length
 
 
-def _tokenizer(vocabulary, lowercase, config):
-    """keras-hub's `BertTokenizer` on a vocabulary checked as kbert checks its own; accents
-    stripped where text is lowercased, as Google's uncased BERT was trained (keras-hub's default
-    keeps them, which turns "Café" into [UNK] for an uncased vocabulary)."""
+def _tokenizer(vocabulary, lowercase, strip_accents, config):
+    """keras-hub's `BertTokenizer` on a vocabulary checked as kbert checks its own, with
+    `strip_accents` stated (keras-hub's default keeps accents, which for Google's uncased
+    vocabularies turns "Café" into [UNK])."""
     import keras_hub
 
     from kbert.text.tokenizer_files import load_vocabulary
@@ -313,4 +315,4 @@ def _tokenizer(vocabulary, lowercase, config):
         raise ConfigError(f"the vocabulary has {len(tokens)} tokens but the model's "
                           f"vocab_size is {config.vocab_size}.")
     return keras_hub.models.BertTokenizer(vocabulary=tokens, lowercase=lowercase,
-                                          strip_accents=lowercase)
+                                          strip_accents=strip_accents)

@@ -202,6 +202,7 @@ def _metadata(module, model, preprocessor, version, has_warmup):
         meta.update({"sequence_length": preprocessor.sequence_length,
                      "truncate": getattr(preprocessor, "truncate", None),
                      "lowercase": preprocessor.tokenizer.lowercase,
+                     "strip_accents": preprocessor.tokenizer.strip_accents,
                      "vocabulary_size": preprocessor.tokenizer.vocabulary_size()})
     return meta
 

@@ -1,7 +1,9 @@
 """BasicTokenizer: Google's BERT text normalization and word splitting, as graph ops.
 
 Everything of Google's tokenization before WordPiece (see `kbert.text.tokenizer` for the list):
-cleaning, CJK splitting, optional lowercasing with accent stripping, punctuation splitting.
+cleaning, CJK splitting, optional lowercasing with accent stripping, punctuation splitting
+(accents stripped where text is lowercased unless `strip_accents` says otherwise, as Hugging
+Face's option does).
 It is its own object because the vocabulary trainer needs the same words the tokenizer will see.
 Normalization is one table lookup per character, which keeps every character's position in the
 original string known, so offsets can be mapped back.
@@ -25,10 +27,11 @@ _NOT_FOUND = "\xff"  # never valid UTF-8, so never a real replacement string
 class BasicTokenizer(tf.Module):
     """Strings [batch] → normalized words [batch, None] (and what offsets need)."""
 
-    def __init__(self, lowercase=True, name=None):
+    def __init__(self, lowercase=True, strip_accents=None, name=None):
         super().__init__(name=name)
         self.lowercase = bool(lowercase)
-        char_map = unicode_tables.char_map(self.lowercase)
+        self.strip_accents = self.lowercase if strip_accents is None else bool(strip_accents)
+        char_map = unicode_tables.char_map(self.lowercase, self.strip_accents)
         self._char_table = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
                 tf.constant(list(char_map.keys())), tf.constant(list(char_map.values()))),

@@ -61,13 +61,16 @@ class BertTokenizer(keras.layers.Layer):
       vocabulary: path to a vocab.txt (or a directory holding one) or a list of tokens; the
         line number / list index is the id. Must contain [PAD], [UNK], [CLS], [SEP], [MASK].
       lowercase: True for uncased checkpoints (lowercase, NFD, strip accents).
+      strip_accents: None strips accents exactly where text is lowercased (Google's BERT);
+        True or False decides apart from casing, as Hugging Face's `strip_accents` does (some
+        uncased checkpoints keep accents). `from_pretrained` reads a checkpoint's own.
       max_chars_per_word: longer words (in characters, after normalization) become one [UNK].
         Google's 200 by default; `from_pretrained` reads a checkpoint's own (Hugging Face: 100),
         and a config saved before this argument existed means the 100 kbert used then.
     """
 
     def __init__(self, vocabulary, lowercase=True, max_chars_per_word=MAX_CHARS_PER_WORD,
-                 **kwargs):
+                 strip_accents=None, **kwargs):
         kwargs.setdefault("trainable", False)
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
@@ -75,11 +78,12 @@ class BertTokenizer(keras.layers.Layer):
         self.max_chars_per_word = check_max_chars(max_chars_per_word)
         self._vocab = load_vocabulary(vocabulary)
         self.lowercase = bool(lowercase)
+        self.strip_accents = self.lowercase if strip_accents is None else bool(strip_accents)
         self._index = {t: i for i, t in enumerate(self._vocab)}
         for name, token in SPECIAL_TOKENS.items():
             setattr(self, f"{name}_token_id", self._index[token])
 
-        self._basic = BasicTokenizer(self.lowercase)
+        self._basic = BasicTokenizer(self.lowercase, self.strip_accents)
         # Longer words are replaced before WordPiece, so a word has at most 4 bytes per character.
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=self._vocab, suffix_indicator=_SUFFIX,
@@ -91,8 +95,8 @@ class BertTokenizer(keras.layers.Layer):
     @classmethod
     def from_pretrained(cls, path, lowercase=None, max_chars_per_word=None, **kwargs):
         """Reads `vocab.txt` from a checkpoint directory or a name of `kbert.presets`; casing
-        per `casing_from_checkpoint` and the word limit per `max_chars_from_checkpoint` unless
-        given."""
+        per `casing_from_checkpoint`, accents per `accents_from_checkpoint` and the word limit
+        per `max_chars_from_checkpoint` unless given."""
         # The registry sits above text (it fetches and builds): a lazy import, one of the entry
         # points tests/test_layering.py allows.
         from kbert import presets
@@ -221,6 +225,7 @@ class BertTokenizer(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update({"vocabulary": list(self._vocab), "lowercase": self.lowercase,
+                       "strip_accents": self.strip_accents,
                        "max_chars_per_word": self.max_chars_per_word})
         return config
 

@@ -164,6 +164,28 @@ def casing_from_checkpoint(path):
     return True
 
 
+def accents_from_checkpoint(path):
+    """Whether the checkpoint at `path` strips accents apart from its casing: True or False
+    where it says so, None where it does not (then accents go with lowercasing, as in Google's
+    BERT). Read from `strip_accents` in Hugging Face's tokenizer_config.json, else in the
+    bert_config.json kbert writes, else in a Hugging Face tokenizer.json's `BertNormalizer`,
+    else in a keras-hub preset's tokenizer.json."""
+    path = pathlib.Path(path)
+    fast = _json(path / "tokenizer.json") or {}
+    places = [("tokenizer_config.json", _json(path / "tokenizer_config.json") or {}),
+              ("bert_config.json", _json(path / "bert_config.json") or {}),
+              ("tokenizer.json normalizer", fast.get("normalizer") or {}),
+              ("tokenizer.json config", fast.get("config") or {})]
+    for where, settings in places:
+        value = settings.get("strip_accents") if isinstance(settings, dict) else None
+        if value is not None:
+            if not isinstance(value, bool):
+                raise ValueError(f"strip_accents in {str(path)!r} ({where}) should be true, "
+                                 f"false or null, not {value!r}.")
+            return value
+    return None
+
+
 def max_chars_from_checkpoint(path):
     """The word-length limit the tokenizer of the checkpoint at `path` used.
 

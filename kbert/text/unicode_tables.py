@@ -87,34 +87,38 @@ def is_cjk(ch):
     return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
 
 
-def normalize_char(ch, lowercase):
-    """What Google's BasicTokenizer turns one character into, context aside."""
+def normalize_char(ch, lowercase, strip_accents=None):
+    """What Google's BasicTokenizer turns one character into, context aside. `strip_accents`
+    (NFD, then no Mn marks) follows `lowercase` unless given, as in Hugging Face's
+    BasicTokenizer, whose `strip_accents` option some checkpoints set."""
     if is_removed(ch):
         return ""
     if is_whitespace(ch):
         return " "
-    if not lowercase:
-        return ch
-    out = unicodedata.normalize("NFD", ch.lower())
-    return "".join(c for c in out if unicodedata.category(c) != "Mn")
+    out = ch.lower() if lowercase else ch
+    if lowercase if strip_accents is None else strip_accents:
+        out = "".join(c for c in unicodedata.normalize("NFD", out)
+                      if unicodedata.category(c) != "Mn")
+    return out
 
 
-@functools.lru_cache(maxsize=None)
-def char_map(lowercase):
+def char_map(lowercase, strip_accents=None):
     """{char: replacement} for every character the normalizer changes.
 
     Capital sigma is left alone (mapped by `sigma_patterns` in context).
     """
-    return _stored(f"char_map-{'uncased' if lowercase else 'cased'}",
-                   lambda: compute_char_map(lowercase))
+    strip = lowercase if strip_accents is None else strip_accents
+    name = ("uncased" if lowercase else "cased") + (
+        "" if strip == lowercase else "-stripped" if strip else "-accents")
+    return _stored(f"char_map-{name}", lambda: compute_char_map(lowercase, strip))
 
 
-def compute_char_map(lowercase):
+def compute_char_map(lowercase, strip_accents=None):
     table = {}
     for cp, ch in _chars():
         if ch == "\u03a3":
             continue
-        out = normalize_char(ch, lowercase)
+        out = normalize_char(ch, lowercase, strip_accents)
         if out != ch:
             table[ch] = out
     return table
@@ -191,10 +195,10 @@ def compute_sigma_pattern():
     return f"({cased_cls}{ign}*)(\u03a3)({ign}*(?:{not_cased}|$))"
 
 
-def check_invariants(lowercase):
+def check_invariants(lowercase, strip_accents=None):
     """The facts that make per-character normalization equal Google's per-word one."""
     problems = []
-    for ch, out in char_map(lowercase).items():
+    for ch, out in char_map(lowercase, strip_accents).items():
         if out == " ":
             continue
         if any(c.isspace() for c in out):

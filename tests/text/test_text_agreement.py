@@ -112,9 +112,10 @@ def test_known_difference_reordering_of_spacing_combining_marks(uncased_vocab):
     assert got == ReferenceTokenizer(vocab, True).encode(text)  # Google: [5, 7, 6, 8]
 
 
-@pytest.mark.parametrize("lowercase", [True, False])
-def test_per_character_normalization_is_sound(lowercase):
+@pytest.mark.parametrize("lowercase,strip_accents",
+                         [(True, None), (False, None), (True, False), (False, True)])
+def test_per_character_normalization_is_sound(lowercase, strip_accents):
     """What makes normalizing one character at a time equal Google's per-word normalization."""
     from kbert.text import unicode_tables
 
-    assert unicode_tables.check_invariants(lowercase) == []
+    assert unicode_tables.check_invariants(lowercase, strip_accents) == []

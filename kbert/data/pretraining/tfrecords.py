@@ -48,12 +48,13 @@ def write_tfrecords(documents, output_dir, vocabulary, lowercase=True, sequence_
                     num_shards=None, num_workers=1, dupe_factor=1, static_masking=False,
                     mask_rate=0.15, max_predictions=20, whole_word=False, seed=12345,
                     short_seq_prob=0.1, balance_nsp=True, docs_per_shard=2000,
-                    max_chars_per_word=MAX_CHARS_PER_WORD):
+                    max_chars_per_word=MAX_CHARS_PER_WORD, strip_accents=None):
     """Writes `documents` (any iterable of sentence lists; consumed once, streaming) as sharded
     TFRecords in `output_dir`; returns the metadata dict also written to `dataset.json`.
 
     `vocabulary`: a vocab.txt path or a token list (a `BertTokenizer` is built from it in each
-    worker, with `lowercase` and `max_chars_per_word`: pass the model's tokenizer's). `num_shards=None` counts the documents in the staging pass and picks
+    worker, with `lowercase`, `strip_accents` and `max_chars_per_word`: pass the model's
+    tokenizer's). `num_shards=None` counts the documents in the staging pass and picks
     `ceil(n / docs_per_shard)`. `static_masking=True` stores `dupe_factor` differently masked
     copies (Google's recipe); otherwise records are unmasked and masked at read time.
     `num_workers > 1` spawns processes: a script calling it needs the usual
@@ -82,8 +83,8 @@ def write_tfrecords(documents, output_dir, vocabulary, lowercase=True, sequence_
     jobs = [dict(index=i, num_shards=num_shards, inputs=[str(staging / f"docs-{b:05d}.txt")
                                                        for b in group],
                  output=str(output_dir / _shard_name(i, num_shards)), vocabulary=vocabulary,
-                 lowercase=lowercase, max_chars_per_word=max_chars_per_word,
-                 sequence_length=sequence_length, dupe_factor=dupe_factor,
+                 lowercase=lowercase, strip_accents=strip_accents,
+                 max_chars_per_word=max_chars_per_word, sequence_length=sequence_length, dupe_factor=dupe_factor,
                  static_masking=static_masking, mask_rate=mask_rate,
                  max_predictions=max_predictions, whole_word=whole_word, seed=seed,
                  short_seq_prob=short_seq_prob, balance_nsp=balance_nsp)
@@ -152,6 +153,7 @@ def _write_shard(job):
     if output.exists() and done.exists():  # written by an earlier, interrupted run
         return json.loads(done.read_text())
     tokenizer = BertTokenizer(vocabulary=job["vocabulary"], lowercase=job["lowercase"],
+                              strip_accents=job["strip_accents"],
                               max_chars_per_word=job["max_chars_per_word"])
     documents = list(tokenize_documents(read_documents(job["inputs"], format="sentences"),
                                         tokenizer))
