@@ -113,8 +113,9 @@ class BertTask(keras.Model):
         (Hugging Face, Google TF1, keras-hub), a size preset for random weights, or a
         `kbert finetune` run directory (then the trained task model itself is loaded). A
         Hugging Face checkpoint of this task's `transformers` class
-        (`BertForSequenceClassification` for a `BertClassifier`, ...) brings its fine-tuned
-        head too (`kbert.convert.task_heads`).
+        (`BertForSequenceClassification` for a `BertClassifier`, ...) or a keras-hub
+        `BertTextClassifier` preset (for a `BertClassifier`) brings its fine-tuned head too
+        (`kbert.convert.task_heads`).
         `kwargs` go to the task's constructor (e.g. `num_classes=3`), except
         `sequence_length`, which sizes the preprocessor.
 
