@@ -1,6 +1,6 @@
-"""`kbert convert`: a checkpoint to another checkpoint format, a fine-tuned run to transformers'
-class for its task (or a classifier run to keras-hub's BertTextClassifier), or either to TF Hub's
-BERT SavedModels. Thin over `kbert.convert` and
+"""`kbert convert`: a checkpoint to another checkpoint format; a fine-tuned run to transformers'
+class for its task, keras-hub's BertTextClassifier or a checkpoint of Google's fine-tuning
+scripts; either to TF Hub's BERT SavedModels. Thin over `kbert.convert` and
 `kbert.export.hub_models`."""
 
 import pathlib
@@ -70,26 +70,29 @@ def _vocabulary_file(preset, scratch):
 
 
 def _convert_run(args, source) -> int:
-    """A fine-tuned run as the `transformers` class for its task, with its label names, or a
-    classifier run as keras-hub's `BertTextClassifier` (which keeps no label names)."""
-    from kbert.convert import save_hf, save_keras_hub
+    """A fine-tuned run as the `transformers` class for its task (with its label names), as
+    keras-hub's `BertTextClassifier`, or as a checkpoint of Google's run_classifier.py /
+    run_squad.py (keras-hub and Google keep no label names)."""
+    from kbert.convert import save_google, save_hf, save_keras_hub
     from kbert.convert.task_heads import task_head
     from kbert.runs import RunDirectory
 
-    if args.to not in ("huggingface", "keras_hub"):
-        raise ValueError(f"A kbert finetune run converts --to huggingface, keras_hub or tf_hub; "
-                         f"the {args.to} format holds an encoder only (convert the checkpoint "
-                         "the run started from, or the run's Hugging Face output).")
     run = RunDirectory.open(source)
     model = run.load_model()
+    tokenizer = model.preprocessor.tokenizer
     if args.to == "keras_hub":
         save_keras_hub(model, args.dest, overwrite=args.overwrite,
                        allow_approximation=args.allow_approximation)
         print(f"Wrote the run's {type(model).__name__} as keras-hub's BertTextClassifier to "
               f"{args.dest}.")
         return 0
+    if args.to == "google":
+        save_google(model, args.dest, overwrite=args.overwrite, tokenizer=tokenizer)
+        print(f"Wrote the run's {type(model).__name__} and its head as a Google TF1 checkpoint "
+              f"to {args.dest}.")
+        return 0
     label_names = run.info.get("label_names") if run.info["kind"] != "regression" else None
-    save_hf(model, args.dest, overwrite=args.overwrite, tokenizer=model.preprocessor.tokenizer,
+    save_hf(model, args.dest, overwrite=args.overwrite, tokenizer=tokenizer,
             label_names=label_names)
     print(f"Wrote the run's {type(model).__name__} as transformers' "
           f"{task_head(model).architecture} to {args.dest}.")

@@ -49,7 +49,8 @@ def _convert_parser(commands):
         "transformers' class for the task (BertForSequenceClassification, "
         "BertForTokenClassification, BertForMultipleChoice, BertForQuestionAnswering) "
         "with the run's label names, --to keras_hub a classifier run as keras-hub's "
-        "BertTextClassifier (TextClassifier.from_preset takes raw text).",
+        "BertTextClassifier (TextClassifier.from_preset takes raw text), --to google a "
+        "classifier or SQuAD run with the head of Google's run_classifier.py / run_squad.py.",
         "  kbert convert minilm_l6_h384_uncased out/minilm_google --to google\n"
         "  kbert convert out/minilm_google out/minilm_hf --to huggingface  # any Google TF1 dir\n"
         "  kbert convert out/minilm_hf out/minilm_hub --to keras_hub --allow-approximation\n"

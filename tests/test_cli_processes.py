@@ -155,10 +155,24 @@ def test_a_run_converts_to_a_hugging_face_classifier(sentiment_run, tmp_path):
     labels = json.loads((sentiment_run / "run.json").read_text())["label_names"]
     assert answer["label"] == labels[int(probabilities.argmax())]
     assert answer["score"] == pytest.approx(float(probabilities.max()), abs=1e-5)
-    refused = subprocess.run([str(c) for c in KBERT + ["convert", sentiment_run, tmp_path / "g",
-                                                       "--to", "google"]],
-                             capture_output=True, text=True, timeout=600)
-    assert refused.returncode == 2 and "converts --to huggingface, keras_hub or tf_hub" in refused.stderr
+
+
+LOAD_GOOGLE = ("import json, sys, kbert; "
+               "m = kbert.BertClassifier.from_pretrained(sys.argv[1]); "
+               "print(json.dumps(m.predict([sys.argv[2]], verbose=0).tolist()))")
+
+
+@pytest.mark.slow
+def test_a_run_converts_to_a_google_fine_tuned_checkpoint(sentiment_run, tmp_path):
+    """`kbert convert RUN DST --to google`: the encoder and run_classifier.py's head
+    (`output_weights`), which `BertClassifier.from_pretrained` reads back with the casing."""
+    import keras
+
+    out, _ = run(KBERT + ["convert", sentiment_run, tmp_path / "google", "--to", "google"])
+    assert "and its head as a Google TF1 checkpoint" in out
+    logits = python(LOAD_GOOGLE, tmp_path / "google", TEXT)[0]
+    model = keras.saving.load_model(sentiment_run / "model.keras")
+    np.testing.assert_allclose(logits, model.predict([TEXT], verbose=0)[0], atol=1e-5)
 
 
 KERAS_HUB_PREDICT = ("import json, sys, keras_hub; "

@@ -8,7 +8,8 @@ import json
 import pathlib
 import tempfile
 
-from kbert.convert.google import read_google_checkpoint, write_google_checkpoint
+from kbert.convert.google import (google_task_head, read_google_checkpoint,
+                                  write_google_checkpoint)
 from kbert.convert.huggingface import is_decoder, read_hf_checkpoint, write_hf_checkpoint
 from kbert.convert.mapping import get_backbone_weights, set_backbone_weights
 from kbert.convert.task_heads import task_head
@@ -118,17 +119,26 @@ def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None, label
                                    causal=causal, task_head=head)
 
 
-def save_google(model, path, vocab_file=None, overwrite=False):
-    """Writes a `BertBackbone` (or `BertPretrainer`) in the original Google TF1 layout."""
+def save_google(model, path, vocab_file=None, overwrite=False, tokenizer=None):
+    """Writes a `BertBackbone` (or `BertPretrainer`) in the original Google TF1 layout; a
+    fine-tuned `BertClassifier` or `BertSpanLabeler` with the head of run_classifier.py or
+    run_squad.py (`kbert.convert.google`). With a `BertTokenizer`, its vocabulary and casing."""
     if _is_causal_model(model):
         raise ValueError("A causal (left-to-right) model has no original Google form: Google's "
                          "BERT is bidirectional only. Save it with save_hf (is_decoder).")
+    head = None
     if hasattr(model, "backbone") and not hasattr(model, "mlm_head"):
-        raise ValueError(f"save_google writes an encoder (with pre-training heads), not a "
-                         f"{type(model).__name__}'s head: pass model.backbone, or save the "
-                         "task model with save_hf.")
-    return write_google_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
-                                   overwrite=overwrite)
+        head = google_task_head(model)
+    if tokenizer is None:
+        return write_google_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
+                                       overwrite=overwrite, task_head=head)
+    with tempfile.TemporaryDirectory() as scratch:
+        vocab = pathlib.Path(scratch) / "vocab.txt"
+        vocab.write_text("\n".join(tokenizer.get_vocabulary()) + "\n", encoding="utf-8")
+        return write_google_checkpoint(path, *_config_and_weights(model), vocab_file=vocab,
+                                       overwrite=overwrite, task_head=head,
+                                       lowercase=tokenizer.lowercase,
+                                       strip_accents=tokenizer.strip_accents)
 
 
 def save_keras_hub(model, path, tokenizer=None, sequence_length=None, overwrite=False,

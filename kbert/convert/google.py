@@ -9,7 +9,12 @@ next-sentence head's `cls/seq_relationship/output_weights` is [2, H], not transp
 `read_google_checkpoint` returns kbert's canonical weights (see `kbert.convert.weights`);
 `write_google_checkpoint` writes them back in the same format, which the original
 `modeling.py` and `tf.train.load_checkpoint` read. Optimizer slots and `global_step`, present in
-checkpoints saved during training, are skipped when reading.
+checkpoints saved during training, are skipped when reading; a directory of such checkpoints
+(`model.ckpt-N` and a `checkpoint` file, as run_classifier.py writes) is read at its latest.
+
+The heads Google's fine-tuning scripts add (`GOOGLE_TASK_HEADS`) travel too: `read_google_head`
+gives one to `BertTask.from_pretrained`, and `write_google_checkpoint(task_head=...)` writes
+one, so run_classifier.py / run_squad.py `--do_predict` can start from a kbert model.
 """
 
 import glob
@@ -28,6 +33,17 @@ from kbert.convert.weights import (CheckpointError, HEAD_GROUPS, check_finite, c
 CONFIG_FILE = "bert_config.json"
 CHECKPOINT_NAME = "bert_model.ckpt"
 VOCAB_FILE = "vocab.txt"
+
+# The heads of google-research/bert's fine-tuning scripts, by the kbert class that holds them:
+# (kbert's Dense layer, the head's two variables). Both scripts make the weights
+# [outputs, hidden] and compute `matmul(x, output_weights, transpose_b=True) + output_bias`
+# (run_classifier.py `create_model` on the pooled output; run_squad.py `create_model` on every
+# token, start logits from row 0 and end logits from row 1).
+GOOGLE_TASK_HEADS = {
+    "BertClassifier": ("classifier", "output_weights", "output_bias"),
+    "BertSpanLabeler": ("span_logits", "cls/squad/output_weights", "cls/squad/output_bias"),
+}
+_HEAD_VARIABLES = {name for _, *names in GOOGLE_TASK_HEADS.values() for name in names}
 
 # Variables of a training checkpoint that are not model weights.
 _IGNORED_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1")
@@ -82,7 +98,10 @@ def _resolve(path) -> tuple[str, str]:
     path = os.fspath(path)
     if os.path.isdir(path):
         prefix = os.path.join(path, CHECKPOINT_NAME)
-        if not os.path.exists(prefix + ".index"):
+        latest = _latest(path)
+        if not os.path.exists(prefix + ".index") and latest is not None:
+            prefix = latest
+        elif not os.path.exists(prefix + ".index"):
             indexes = sorted(glob.glob(os.path.join(glob.escape(path), "*.index")))
             if len(indexes) != 1:
                 found = f" (found {', '.join(indexes)}; pass one prefix)" if indexes else ""
@@ -94,6 +113,18 @@ def _resolve(path) -> tuple[str, str]:
     if not os.path.exists(prefix + ".index"):
         raise CheckpointError(f"No TF checkpoint at {path}: {prefix}.index is missing.")
     return os.path.dirname(prefix) or ".", prefix
+
+
+def _latest(directory) -> str | None:
+    """The newest checkpoint a training run's `checkpoint` file names in `directory`, if any
+    (TF1 Estimators keep several `model.ckpt-N`)."""
+    if not os.path.isfile(os.path.join(directory, "checkpoint")):
+        return None
+    try:
+        latest = _tf().train.latest_checkpoint(directory)
+    except Exception:  # a damaged state file: fall back to looking for one checkpoint
+        return None
+    return latest if latest and os.path.exists(latest + ".index") else None
 
 
 def _data_files(prefix: str) -> list[str]:
@@ -146,7 +177,8 @@ def read_google_checkpoint(path) -> tuple[BertConfig, dict[str, np.ndarray]]:
                               f"{_first_line(e)}") from None
 
     table = _google_table(config)
-    found = {name: tuple(shape) for name, shape in shapes.items() if not _ignored(name)}
+    found = {name: tuple(shape) for name, shape in shapes.items()
+             if not _ignored(name) and name not in _HEAD_VARIABLES}  # `read_google_head`'s
     check_shapes(found, {g: entry[2] for g, entry in table.items()},
                  optional_groups=[g.replace(".", "/") for g in HEAD_GROUPS],
                  source=f"TF checkpoint {prefix}", what=f"the model of {config_path}")
@@ -171,13 +203,14 @@ def read_google_checkpoint(path) -> tuple[BertConfig, dict[str, np.ndarray]]:
 
 def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, *,
                             overwrite: bool = False, lowercase: bool | None = None,
-                            strip_accents: bool | None = None) -> str:
+                            strip_accents: bool | None = None, task_head=None) -> str:
     """Writes canonical `weights` of `config` as an original-format BERT checkpoint directory
     `path`: `bert_config.json`, `bert_model.ckpt.{index,data-00000-of-00001}` and, when
     `vocab_file` is given, a copy of it as `vocab.txt`. Google's format keeps the casing only
     in the directory's name (run_classifier.py's `--do_lower_case`); a given `lowercase` (and
     `strip_accents`) is also written into bert_config.json as `do_lower_case` (and
     `strip_accents`), which kbert reads back and Google's `BertConfig.from_dict` ignores.
+    `task_head` ({Google variable name: array}, from `google_task_head`) adds a fine-tuned head.
 
     The pre-training heads are written when `weights` holds them. The directory is assembled
     next to `path` and renamed into place, so a reader never sees half a checkpoint. An existing
@@ -197,6 +230,9 @@ def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, 
             value = np.asarray(weights[name], dtype=np.float32)
             names.append(gname)
             tensors.append(tf.constant(np.ascontiguousarray(value.T if transposed else value)))
+        for gname, value in (task_head or {}).items():
+            names.append(gname)
+            tensors.append(tf.constant(np.ascontiguousarray(value, dtype=np.float32)))
         with tf.device("/cpu:0"):
             tf.raw_ops.SaveV2(prefix=os.path.join(tmp, CHECKPOINT_NAME), tensor_names=names,
                               shape_and_slices=[""] * len(names), tensors=tensors)
@@ -212,3 +248,45 @@ def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, 
             shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
     return path
 
+
+def google_task_head(model) -> dict[str, np.ndarray]:
+    """{Google variable name: array} of a fine-tuned `BertClassifier` or `BertSpanLabeler`'s
+    head, as Google's fine-tuning scripts name and shape it (`GOOGLE_TASK_HEADS`). Duck-typed
+    by class and layer name: this format code imports no model class."""
+    kind = type(model).__name__
+    if kind not in GOOGLE_TASK_HEADS:
+        raise ValueError(f"Google's fine-tuning scripts have heads for classification "
+                         f"(run_classifier.py) and SQuAD (run_squad.py) only, not a {kind}; "
+                         "save its encoder with save_google(model.backbone, ...), or the whole "
+                         "model with save_hf.")
+    layer, weights_name, bias_name = GOOGLE_TASK_HEADS[kind]
+    kernel, bias = (np.asarray(w, np.float32) for w in model.get_layer(layer).get_weights())
+    return {weights_name: kernel.T, bias_name: bias}
+
+
+def read_google_head(path, kind) -> tuple[str, list[np.ndarray]] | None:
+    """(kbert's Dense layer, [kernel, bias]) of the head Google's fine-tuning script for kbert
+    class `kind` left in the checkpoint at `path`; None where there is none."""
+    if kind not in GOOGLE_TASK_HEADS:
+        return None
+    layer, *names = GOOGLE_TASK_HEADS[kind]
+    directory, prefix = _resolve(path)
+    config = BertConfig.from_google_config(os.path.join(directory, CONFIG_FILE))
+    try:
+        reader = _tf().train.load_checkpoint(prefix)
+        shapes = reader.get_variable_to_shape_map()
+        if not all(name in shapes for name in names):
+            return None
+        weights, bias = (np.asarray(reader.get_tensor(name), np.float32) for name in names)
+    except Exception as e:  # the reader maps TF errors to assorted Python types
+        raise CheckpointError(f"Cannot read {' and '.join(names)} from TF checkpoint {prefix}: "
+                              f"{_first_line(e)}") from None
+    rows = "2" if kind == "BertSpanLabeler" else "num_classes"
+    outputs = 2 if kind == "BertSpanLabeler" else weights.shape[0] if weights.ndim == 2 else 0
+    if outputs < 1 or weights.shape != (outputs, config.hidden_size) or bias.shape != (outputs,):
+        raise CheckpointError(f"TF checkpoint {prefix}: {names[0]} is {list(weights.shape)} and "
+                              f"{names[1]} {list(bias.shape)}; a {kind} head is "
+                              f"[{rows}, {config.hidden_size}] and [{rows}].")
+    for name, value in zip(names, (weights, bias)):
+        check_finite(value, name, f"TF checkpoint {prefix}")
+    return layer, [np.ascontiguousarray(weights.T), bias]

@@ -12,8 +12,9 @@ that class's one Linear layer:
 
 The token and span classes have no pooler, so its weights are not written; read back, a
 checkpoint of theirs gets a freshly drawn pooler (unused by those heads), as transformers gives
-one. `read_task_head` reads a head for `BertTask.from_pretrained`, from transformers' classes
-and from keras-hub's one BERT task, `BertTextClassifier` (a `BertClassifier`'s head).
+one. `read_task_head` reads a head for `BertTask.from_pretrained`, from transformers' classes,
+from keras-hub's one BERT task, `BertTextClassifier` (a `BertClassifier`'s head), and from the
+checkpoints of Google's run_classifier.py and run_squad.py (`kbert.convert.google`).
 
 Duck-typed by class name and layer name, so this format code imports no model class.
 """
@@ -129,11 +130,13 @@ class ReadHead:
 
 
 def read_task_head(path, kind):
-    """The head that the Hugging Face directory (or keras-hub preset) `path` holds for kbert
-    class `kind` (e.g. "BertClassifier"), or None when it holds none of that task (a plain
-    encoder, or another task's head: the caller then builds a new head)."""
+    """The head that the Hugging Face directory (keras-hub preset, Google checkpoint) `path`
+    holds for kbert class `kind` (e.g. "BertClassifier"), or None when it holds none of that
+    task (a plain encoder, or another task's head: the caller then builds a new head)."""
     if (pathlib.Path(path) / "task.json").is_file():
         return _keras_hub_head(path, kind)
+    if (pathlib.Path(path) / "bert_config.json").is_file():
+        return _google_head(path, kind)
     config = _hf_config(path)
     if kind not in HF_TASK_CLASSES or _architecture(config) != HF_TASK_CLASSES[kind][0]:
         return None
@@ -162,3 +165,15 @@ def _keras_hub_head(path, kind):
     head, length = read
     return ReadHead("classifier", [head.kernel, head.bias],
                     {"num_classes": head.kernel.shape[1]}, length)
+
+
+def _google_head(path, kind):
+    """The classifier or SQuAD head a Google fine-tuning script left in its checkpoint."""
+    from kbert.convert.google import read_google_head
+
+    read = read_google_head(path, kind)
+    if read is None:
+        return None
+    layer, weights = read
+    kwargs = {"num_classes": weights[0].shape[1]} if kind == "BertClassifier" else {}
+    return ReadHead(layer, weights, kwargs)

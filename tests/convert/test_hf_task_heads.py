@@ -116,8 +116,8 @@ def test_heads_without_a_transformers_class_are_refused(tmp_path):
         save_hf(BertClassifier(backbone, 2), tmp_path / "labels", label_names=["a", "b", "c"])
     with pytest.raises(ValueError, match="left-to-right task model"):
         save_hf(BertClassifier(kbert.BertBackbone(CONFIG, causal=True), 2), tmp_path / "ltr")
-    with pytest.raises(ValueError, match="pass model.backbone"):
-        save_google(BertClassifier(backbone, 2), tmp_path / "google")
+    with pytest.raises(ValueError, match="run_classifier.py.*not a BertMultipleChoice"):
+        save_google(BertMultipleChoice(backbone, num_choices=2), tmp_path / "google")
     assert not any(tmp_path.iterdir())
 
 
