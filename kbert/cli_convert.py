@@ -11,6 +11,7 @@ def convert(args) -> int:
     """Reads any supported checkpoint and writes it in another format."""
     from kbert.convert import (is_causal, read_checkpoint, refuse_causal,
                                write_google_checkpoint, write_hf_checkpoint)
+    from kbert.convert.task_heads import fine_tuned_kind
     from kbert.presets import resolve, resolve_preset
     from kbert.runs import RunDirectory
     from kbert.text.tokenizer_files import accents_from_checkpoint, max_chars_from_checkpoint
@@ -22,7 +23,15 @@ def convert(args) -> int:
     if args.to == "tf_hub":
         return _convert_to_tf_hub(args, source)
     if RunDirectory.is_run(source):
-        return _convert_run(args, source)
+        run = RunDirectory.open(source)
+        label_names = run.info.get("label_names") if run.info["kind"] != "regression" else None
+        return _convert_task_model(args, run.load_model(), "run's", label_names)
+    kind = fine_tuned_kind(source) if pathlib.Path(source).is_dir() else None
+    if kind is not None:
+        from kbert import models
+
+        model = getattr(models, kind).from_pretrained(str(source))
+        return _convert_task_model(args, model, "fine-tuned", None)
     refuse_causal(source, args.to)
     config, weights = read_checkpoint(source, allow_pickle=args.allow_pickle)
     preset = resolve_preset(source)
@@ -69,33 +78,28 @@ def _vocabulary_file(preset, scratch):
     return path
 
 
-def _convert_run(args, source) -> int:
-    """A fine-tuned run as the `transformers` class for its task (with its label names), as
-    keras-hub's `BertTextClassifier`, or as a checkpoint of Google's run_classifier.py /
-    run_squad.py (keras-hub and Google keep no label names)."""
+def _convert_task_model(args, model, origin, label_names) -> int:
+    """A fine-tuned task model (a run's, or a checkpoint's with its head) as the
+    `transformers` class for its task (with `label_names`), as keras-hub's
+    `BertTextClassifier`, or as a checkpoint of Google's run_classifier.py / run_squad.py
+    (keras-hub and Google keep no label names)."""
     from kbert.convert import save_google, save_hf, save_keras_hub
     from kbert.convert.task_heads import task_head
-    from kbert.runs import RunDirectory
 
-    run = RunDirectory.open(source)
-    model = run.load_model()
     tokenizer = model.preprocessor.tokenizer
+    kind = type(model).__name__
     if args.to == "keras_hub":
         save_keras_hub(model, args.dest, overwrite=args.overwrite,
                        allow_approximation=args.allow_approximation)
-        print(f"Wrote the run's {type(model).__name__} as keras-hub's BertTextClassifier to "
-              f"{args.dest}.")
-        return 0
-    if args.to == "google":
+        written = "keras-hub's BertTextClassifier"
+    elif args.to == "google":
         save_google(model, args.dest, overwrite=args.overwrite, tokenizer=tokenizer)
-        print(f"Wrote the run's {type(model).__name__} and its head as a Google TF1 checkpoint "
-              f"to {args.dest}.")
-        return 0
-    label_names = run.info.get("label_names") if run.info["kind"] != "regression" else None
-    save_hf(model, args.dest, overwrite=args.overwrite, tokenizer=tokenizer,
-            label_names=label_names)
-    print(f"Wrote the run's {type(model).__name__} as transformers' "
-          f"{task_head(model).architecture} to {args.dest}.")
+        written = "a Google TF1 checkpoint with its head"
+    else:
+        save_hf(model, args.dest, overwrite=args.overwrite, tokenizer=tokenizer,
+                label_names=label_names)
+        written = f"transformers' {task_head(model).architecture}"
+    print(f"Wrote the {origin} {kind} as {written} to {args.dest}.")
     return 0
 
 

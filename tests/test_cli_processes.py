@@ -169,7 +169,7 @@ def test_a_run_converts_to_a_google_fine_tuned_checkpoint(sentiment_run, tmp_pat
     import keras
 
     out, _ = run(KBERT + ["convert", sentiment_run, tmp_path / "google", "--to", "google"])
-    assert "and its head as a Google TF1 checkpoint" in out
+    assert "as a Google TF1 checkpoint with its head" in out
     logits = python(LOAD_GOOGLE, tmp_path / "google", TEXT)[0]
     model = keras.saving.load_model(sentiment_run / "model.keras")
     np.testing.assert_allclose(logits, model.predict([TEXT], verbose=0)[0], atol=1e-5)

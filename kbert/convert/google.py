@@ -264,6 +264,18 @@ def google_task_head(model) -> dict[str, np.ndarray]:
     return {weights_name: kernel.T, bias_name: bias}
 
 
+def google_head_kind(path) -> str | None:
+    """The kbert class whose head a Google fine-tuning script left in the checkpoint at `path`
+    ("BertClassifier" for run_classifier.py's, "BertSpanLabeler" for run_squad.py's), or
+    None; a checkpoint that cannot be read is left for its reader to report."""
+    try:
+        names = set(_tf().train.load_checkpoint(_resolve(path)[1]).get_variable_to_shape_map())
+    except Exception:  # CheckpointError or the reader's assorted errors
+        return None
+    return next((kind for kind, (_, weights, _) in GOOGLE_TASK_HEADS.items() if weights in names),
+                None)
+
+
 def read_google_head(path, kind) -> tuple[str, list[np.ndarray]] | None:
     """(kbert's Dense layer, [kernel, bias]) of the head Google's fine-tuning script for kbert
     class `kind` left in the checkpoint at `path`; None where there is none."""

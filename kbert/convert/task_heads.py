@@ -84,6 +84,23 @@ def task_head(model, label_names=None):
                     config, pooler)
 
 
+def fine_tuned_kind(path):
+    """The kbert task class (e.g. "BertClassifier") whose fine-tuned head the checkpoint
+    directory `path` holds: a transformers task class in config.json, keras-hub's
+    `BertTextClassifier` in task.json, or the head of Google's run_classifier.py /
+    run_squad.py; None for an encoder."""
+    path = pathlib.Path(path)
+    if (path / "task.json").is_file():
+        task = _json_object(path / "task.json")
+        return "BertClassifier" if task.get("class_name") == "BertTextClassifier" else None
+    if (path / "bert_config.json").is_file():
+        from kbert.convert.google import google_head_kind
+
+        return google_head_kind(path)
+    architecture = _architecture(_hf_config(path))
+    return next((kind for kind, (hf, *_) in HF_TASK_CLASSES.items() if hf == architecture), None)
+
+
 def checkpoint_architecture(path):
     """The task class a Hugging Face directory's config.json names (one of
     `HF_TASK_CLASSES`' transformers classes), or None."""
@@ -93,11 +110,17 @@ def checkpoint_architecture(path):
 def _hf_config(path):
     """The object in `path`/config.json; None where there is none (readers of the weights
     report a bad file)."""
+    return _json_object(pathlib.Path(path) / "config.json") or None
+
+
+def _json_object(path):
+    """The JSON object in `path`; {} where there is none or it is not one (the readers of the
+    checkpoint report a bad file)."""
     try:
-        config = json.loads((pathlib.Path(path) / "config.json").read_text(encoding="utf-8"))
+        value = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    return config if isinstance(config, dict) else None
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _architecture(config):

@@ -106,3 +106,28 @@ def test_what_google_has_no_head_for_is_refused(tmp_path):
                       tensors=[tf.constant(state[n]) for n in names])
     with pytest.raises(CheckpointError, match=r"output_weights is \[3, 33\].*\[num_classes, 32\]"):
         BertClassifier.from_pretrained(str(tmp_path / "bad"))
+
+
+@pytest.mark.slow
+def test_fine_tuned_checkpoints_convert_between_formats_with_their_heads(tmp_path):
+    """`kbert convert` of a checkpoint that holds a fine-tuned head (not only a run) writes the
+    head in the new format: Google's run_squad.py -> transformers' BertForQuestionAnswering ->
+    Google again, answering as the model that was written first."""
+    import transformers
+    from tests.convert.test_hf_task_heads import load_in_transformers
+    from tests.test_cli_processes import KBERT, run
+
+    model = with_random_head(BertSpanLabeler(kbert.BertBackbone(CONFIG)), "span_logits")
+    save_google(model, tmp_path / "squad", tokenizer=kbert.BertTokenizer(VOCABULARY))
+    out, _ = run(KBERT + ["convert", tmp_path / "squad", tmp_path / "hf", "--to", "huggingface"])
+    assert "fine-tuned BertSpanLabeler as transformers' BertForQuestionAnswering" in out
+    load_in_transformers(tmp_path / "hf", "BertForQuestionAnswering")  # every weight used
+    run(KBERT + ["convert", tmp_path / "hf", tmp_path / "back", "--to", "google"])
+    inputs = random_inputs((2, 10))
+    real = inputs["padding_mask"].astype(bool)
+    ours, back = (m.predict(inputs, verbose=0) for m in (
+        model, BertSpanLabeler.from_pretrained(str(tmp_path / "back"))))
+    for key in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(back[key][real], ours[key][real], atol=1e-5)
+    assert transformers.AutoConfig.from_pretrained(str(tmp_path / "hf")).architectures == [
+        "BertForQuestionAnswering"]
