@@ -157,45 +157,38 @@ def test_a_run_converts_to_a_hugging_face_classifier(sentiment_run, tmp_path):
     assert answer["score"] == pytest.approx(float(probabilities.max()), abs=1e-5)
 
 
-LOAD_GOOGLE = ("import json, sys, kbert; "
-               "m = kbert.BertClassifier.from_pretrained(sys.argv[1]); "
-               "print(json.dumps(m.predict([sys.argv[2]], verbose=0).tolist()))")
-
-
-@pytest.mark.slow
-def test_a_run_converts_to_a_google_fine_tuned_checkpoint(sentiment_run, tmp_path):
-    """`kbert convert RUN DST --to google`: the encoder and run_classifier.py's head
-    (`output_weights`), which `BertClassifier.from_pretrained` reads back with the casing."""
-    import keras
-
-    out, _ = run(KBERT + ["convert", sentiment_run, tmp_path / "google", "--to", "google"])
-    assert "as a Google TF1 checkpoint with its head" in out
-    logits = python(LOAD_GOOGLE, tmp_path / "google", TEXT)[0]
-    model = keras.saving.load_model(sentiment_run / "model.keras")
-    np.testing.assert_allclose(logits, model.predict([TEXT], verbose=0)[0], atol=1e-5)
-
-
-KERAS_HUB_PREDICT = ("import json, sys, keras_hub; "
-                     "m = keras_hub.models.TextClassifier.from_preset(sys.argv[1]); "
+# Each format a classifier run converts to besides transformers: what loads it in a new process
+# (kbert reads run_classifier.py's head from a Google checkpoint), the flags it needs, what
+# `convert` says, and how close it answers (keras-hub has tanh-GELU only; the tiny preset's is
+# exact).
+CONVERTED_CLASSIFIERS = {
+    "google": ("kbert.BertClassifier.from_pretrained", [],
+               "as a Google TF1 checkpoint with its head", 1e-5),
+    "keras_hub": ("keras_hub.models.TextClassifier.from_preset", ["--allow-approximation"],
+                  "as keras-hub's BertTextClassifier", 1e-4),
+}
+PREDICT_CONVERTED = ("import json, sys, kbert, keras_hub; m = {load}(sys.argv[1]); "
                      "print(json.dumps(m.predict([sys.argv[2]], verbose=0).tolist()))")
 
 
 @pytest.mark.slow
-def test_a_classifier_run_converts_to_keras_hub(sentiment_run, tmp_path):
-    """`kbert convert RUN DST --to keras_hub`: keras-hub's `TextClassifier.from_preset` takes
-    raw text and answers as the run (to keras-hub's tanh-GELU: the tiny preset's is exact)."""
+@pytest.mark.parametrize("fmt", sorted(CONVERTED_CLASSIFIERS))
+def test_a_classifier_run_converts_to(fmt, sentiment_run, tmp_path):
+    """`kbert convert RUN DST --to google|keras_hub`: the converted model takes raw text and
+    answers as the run."""
     import keras
 
-    refused = subprocess.run([str(c) for c in KBERT + ["convert", sentiment_run,
-                                                       tmp_path / "hub", "--to", "keras_hub"]],
-                             capture_output=True, text=True, timeout=600)
-    assert refused.returncode == 2 and "--allow-approximation" in refused.stderr
-    out, _ = run(KBERT + ["convert", sentiment_run, tmp_path / "hub", "--to", "keras_hub",
-                          "--allow-approximation"])
-    assert "as keras-hub's BertTextClassifier" in out
-    logits = python(KERAS_HUB_PREDICT, tmp_path / "hub", TEXT)[0]
+    load, flags, says, atol = CONVERTED_CLASSIFIERS[fmt]
+    command = KBERT + ["convert", sentiment_run, tmp_path / fmt, "--to", fmt]
+    if flags:  # refused without them, naming them
+        refused = subprocess.run([str(c) for c in command], capture_output=True, text=True,
+                                 timeout=600)
+        assert refused.returncode == 2 and flags[0] in refused.stderr
+    out, _ = run(command + flags)
+    assert says in out
+    logits = python(PREDICT_CONVERTED.format(load=load), tmp_path / fmt, TEXT)[0]
     model = keras.saving.load_model(sentiment_run / "model.keras")
-    np.testing.assert_allclose(logits, model.predict([TEXT], verbose=0)[0], atol=1e-4)
+    np.testing.assert_allclose(logits, model.predict([TEXT], verbose=0)[0], atol=atol)
 
 
 LOAD_AND_PREDICT_MANY = ("import json, sys, kbert, keras; "
