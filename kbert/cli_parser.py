@@ -145,8 +145,12 @@ def _export_parser(commands):
         "(the strings as tf.Examples) and, for classifiers, TF Serving's classify (or "
         "regress) API.",
         "  kbert export runs/sentiment saved_models/sentiment --labels negative,positive\n"
-        "  kbert export runs/qnli saved_models/qnli --pair --version 3")
-    export.add_argument("model", help="a kbert finetune output dir, or a .keras file")
+        "  kbert export runs/qnli saved_models/qnli --pair --version 3\n"
+        "  kbert export my_hf_classifier/ saved_models/mine   # transformers' id2label names")
+    export.add_argument("model", help="a kbert finetune output dir, a fine-tuned checkpoint "
+                                      "dir (transformers task class, keras-hub "
+                                      "BertTextClassifier, Google run_classifier/run_squad), "
+                                      "or a .keras file")
     export.add_argument("output_dir", help="the model's base dir, e.g. saved_models/NAME")
     export.add_argument("--vocab", help="vocab.txt, checkpoint dir or weights preset "
                                         "for a model saved without one (default: the run's own)")

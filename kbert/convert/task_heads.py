@@ -101,6 +101,19 @@ def fine_tuned_kind(path):
     return next((kind for kind, (hf, *_) in HF_TASK_CLASSES.items() if hf == architecture), None)
 
 
+def hf_label_names(path):
+    """The label names of a transformers classifier directory's `id2label`, in id order; None
+    where it has none or only transformers' placeholders ("LABEL_0", ...)."""
+    id2label = _json_object(pathlib.Path(path) / "config.json").get("id2label")
+    if not isinstance(id2label, dict) or not id2label:
+        return None
+    names = [id2label.get(str(i)) for i in range(len(id2label))]
+    if not all(isinstance(n, str) for n in names) or names == [f"LABEL_{i}" for i in
+                                                                 range(len(names))]:
+        return None
+    return names
+
+
 def checkpoint_architecture(path):
     """The task class a Hugging Face directory's config.json names (one of
     `HF_TASK_CLASSES`' transformers classes), or None."""

@@ -215,7 +215,9 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
 
     Args:
       model_path: a `kbert finetune` run directory (its model, preprocessor, label names,
-        pair-ness and, for SQuAD, version and null threshold are used), or a `.keras` file.
+        pair-ness and, for SQuAD, version and null threshold are used), a checkpoint directory
+        holding a fine-tuned head (e.g. a transformers BertForSequenceClassification: its
+        `id2label` names the labels), or a `.keras` file.
       output_dir: the model's base directory, e.g. saved_models/sentiment.
       vocabulary, lowercase: for a model saved without a preprocessor: vocab.txt, a
         checkpoint directory or a weights preset, and its casing (default from the
@@ -242,12 +244,24 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
 
 
 def _load_model(model_path):
-    """(the run's run.json, its model) for a run directory; ({}, the model) for a .keras file."""
+    """(the run's run.json, its model) for a run directory; for a checkpoint directory holding
+    a fine-tuned head (transformers' task classes, keras-hub's BertTextClassifier, Google's
+    run_classifier.py / run_squad.py), its task model with what the checkpoint says of it
+    (label names); ({}, the model) for a .keras file."""
     import keras
 
+    from kbert.convert.task_heads import fine_tuned_kind, hf_label_names
     from kbert.runs import RunDirectory
 
     if model_path.is_dir():
+        kind = None if RunDirectory.is_run(model_path) else fine_tuned_kind(model_path)
+        if kind is not None:
+            from kbert import models
+
+            model = getattr(models, kind).from_pretrained(str(model_path))
+            regression = getattr(model, "num_classes", None) == 1
+            return {"kind": "regression" if regression else "classification",
+                    "label_names": hf_label_names(model_path)}, model
         run = RunDirectory.open(model_path)
         return run.info, run.load_model()
     if model_path.is_file():

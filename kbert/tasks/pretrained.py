@@ -3,26 +3,31 @@
 from kbert.config import pop_rates
 from kbert.runs import RunDirectory
 
-# The preprocessor each task class packs its raw inputs with, and its default length.
+# The preprocessor each task class packs its raw inputs with, its default length, and whether
+# that default is cut to a smaller model's positions (not SQuAD's: its windows need room for a
+# 64-token question, so a span model that small is given a length by its user).
 _PREPROCESSORS = {
-    "BertClassifier": ("kbert.text.preprocessor", "BertPreprocessor", 128),
-    "BertMultipleChoice": ("kbert.text.preprocessor", "BertPreprocessor", 128),
-    "BertFeatureClassifier": ("kbert.text.preprocessor", "BertPreprocessor", 128),
-    "BertSpanLabeler": ("kbert.text.span_preprocessor", "BertSpanPreprocessor", 384),
-    "BertTokenClassifier": ("kbert.text.token_preprocessor", "BertTokenPreprocessor", 128),
-    "BertPretrainer": ("kbert.text.masked_lm_preprocessor", "BertMaskedLMPreprocessor", 128),
+    "BertClassifier": ("kbert.text.preprocessor", "BertPreprocessor", 128, True),
+    "BertMultipleChoice": ("kbert.text.preprocessor", "BertPreprocessor", 128, True),
+    "BertFeatureClassifier": ("kbert.text.preprocessor", "BertPreprocessor", 128, True),
+    "BertSpanLabeler": ("kbert.text.span_preprocessor", "BertSpanPreprocessor", 384, False),
+    "BertTokenClassifier": ("kbert.text.token_preprocessor", "BertTokenPreprocessor", 128, True),
+    "BertPretrainer": ("kbert.text.masked_lm_preprocessor", "BertMaskedLMPreprocessor", 128,
+                       True),
 }
 
 
-def preprocessor_for(cls, tokenizer, sequence_length=None):
-    """The preprocessor `cls` takes raw text with, on `tokenizer`."""
+def preprocessor_for(cls, tokenizer, sequence_length=None, max_positions=None):
+    """The preprocessor `cls` takes raw text with, on `tokenizer`; without a
+    `sequence_length`, the task's default, cut to the model's `max_positions` where it may be."""
     import importlib
 
     for klass in cls.__mro__:
         if klass.__name__ in _PREPROCESSORS:
-            module, name, default = _PREPROCESSORS[klass.__name__]
+            module, name, default, cut = _PREPROCESSORS[klass.__name__]
             pre_cls = getattr(importlib.import_module(module), name)
-            return pre_cls(tokenizer, sequence_length=sequence_length or default)
+            length = sequence_length or min(default, (cut and max_positions) or default)
+            return pre_cls(tokenizer, sequence_length=length)
     raise TypeError(f"No raw-text preprocessor is known for {cls.__name__}.")
 
 
@@ -54,8 +59,9 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
                                  f"{key}={value!r}, not {kwargs[key]!r}. For a new head, build "
                                  f"{cls.__name__}(BertBackbone.from_pretrained(...), ...).")
         sequence_length = sequence_length or head.sequence_length
-    model = cls(backbone, preprocessor=preprocessor_for(cls, tokenizer, sequence_length),
-                **kwargs)
+    preprocessor = preprocessor_for(cls, tokenizer, sequence_length,
+                                    backbone.config.max_position_embeddings)
+    model = cls(backbone, preprocessor=preprocessor, **kwargs)
     if head is not None:
         model.get_layer(head.layer).set_weights(head.weights)
     return model

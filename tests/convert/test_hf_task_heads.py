@@ -194,3 +194,23 @@ def test_a_hugging_face_multiple_choice_model_answers_alike_in_kbert(hf_task_dir
     reference = load_in_transformers(path, "BertForMultipleChoice")
     np.testing.assert_allclose(model.predict(inputs, verbose=0), hf_logits(reference, inputs),
                                atol=1e-5)
+
+
+@pytest.mark.slow
+def test_kbert_export_serves_a_hugging_face_classifier(hf_task_dir, tmp_path):
+    """`kbert export HF_DIR OUT` on a transformers classifier (no kbert run): the SavedModel,
+    in a new process, takes raw text and answers with transformers' probabilities and the
+    names of its `id2label`."""
+    from tests.test_cli_processes import KBERT, SERVE, python, run
+
+    names = ["negative", "neutral", "positive"]
+    path, tokenizer = hf_task_dir("BertForSequenceClassification", num_labels=3,
+                                  id2label=dict(enumerate(names)))
+    run(KBERT + ["export", path, tmp_path / "served"])
+    label, probabilities = python(SERVE, tmp_path / "served" / "1", TEXTS[0])
+    reference = load_in_transformers(path, "BertForSequenceClassification")
+    with torch.no_grad():
+        expected = torch.softmax(reference(**tokenizer(TEXTS[:1], return_tensors="pt")).logits,
+                                 -1).numpy()[0]
+    assert label == names[int(expected.argmax())]
+    np.testing.assert_allclose(probabilities, expected, atol=1e-5)
