@@ -259,9 +259,11 @@ def _load_model(model_path):
             from kbert import models
 
             model = getattr(models, kind).from_pretrained(str(model_path))
-            regression = getattr(model, "num_classes", None) == 1
-            return {"kind": "regression" if regression else "classification",
-                    "label_names": hf_label_names(model_path)}, model
+            if kind != "BertClassifier":  # a tagger holds its tags; spans have no labels
+                return {}, model
+            if model.num_classes == 1:
+                return {"kind": "regression"}, model
+            return {"kind": "classification", "label_names": hf_label_names(model_path)}, model
         run = RunDirectory.open(model_path)
         return run.info, run.load_model()
     if model_path.is_file():
