@@ -132,8 +132,8 @@ def load_backbone(name, cls=BertBackbone, allow_pickle=False, require_weights=Fa
 def load_tokenizer(name, cls=BertTokenizer, lowercase=None, max_chars_per_word=None, **kwargs):
     """`cls` (a `BertTokenizer`) on the vocabulary of `name`; casing per
     `casing_from_checkpoint`, accents per `accents_from_checkpoint` and the word-length limit per
-    `max_chars_from_checkpoint` unless given. A size preset or a `BertConfig` only borrows a vocabulary: kbert's own (Google's)
-    limit."""
+    `max_chars_from_checkpoint` unless given. A size preset or a `BertConfig` only borrows a
+    vocabulary: kbert's own (Google's) limit."""
     preset = resolve_preset(name)
     lowercase = preset.lowercase if lowercase is None else lowercase
     if max_chars_per_word is None:

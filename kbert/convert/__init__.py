@@ -193,7 +193,7 @@ def _config_and_weights(model):
 
 __all__ = [
     "CheckpointError", "detect_format", "read_checkpoint", "read_config", "load_backbone",
-    "is_causal", "refuse_causal", "save_hf",
-    "save_google", "save_keras_hub", "read_hf_checkpoint", "write_hf_checkpoint", "read_google_checkpoint",
+    "is_causal", "refuse_causal", "save_hf", "save_google", "save_keras_hub",
+    "read_hf_checkpoint", "write_hf_checkpoint", "read_google_checkpoint",
     "write_google_checkpoint", "get_backbone_weights", "set_backbone_weights",
 ]

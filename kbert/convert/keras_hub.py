@@ -222,10 +222,11 @@ def write_keras_hub_preset(dest, config: BertConfig, weights, *, vocabulary=None
     `keras_hub.models.BertTextClassifier.from_preset(dest)` and `BertTokenizer.from_preset` load
     it whole. With a `classifier` head it is a `BertTextClassifier` preset (task.json,
     task.weights.h5; with a vocabulary also its preprocessor at `sequence_length`), which
-    `keras_hub.models.TextClassifier.from_preset(dest)` loads fine-tuned. The conversion runs first (`to_keras_hub`: a refused one raises before anything on
-    disk changes), then the preset is assembled beside `dest` and renamed into place once
-    complete (`kbert.atomic.atomic_directory`). An existing `dest` is replaced when it holds only
-    a previous preset's files; one with other files only with `overwrite=True`.
+    `keras_hub.models.TextClassifier.from_preset(dest)` loads fine-tuned. The conversion runs
+    first (`to_keras_hub`: a refused one raises before anything on disk changes), then the
+    preset is assembled beside `dest` and renamed into place once complete
+    (`kbert.atomic.atomic_directory`). An existing `dest` is replaced when it holds only a
+    previous preset's files; one with other files only with `overwrite=True`.
     """
     from kbert.atomic import atomic_directory
 

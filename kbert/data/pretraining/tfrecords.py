@@ -84,7 +84,8 @@ def write_tfrecords(documents, output_dir, vocabulary, lowercase=True, sequence_
                                                        for b in group],
                  output=str(output_dir / _shard_name(i, num_shards)), vocabulary=vocabulary,
                  lowercase=lowercase, strip_accents=strip_accents,
-                 max_chars_per_word=max_chars_per_word, sequence_length=sequence_length, dupe_factor=dupe_factor,
+                 max_chars_per_word=max_chars_per_word, sequence_length=sequence_length,
+                 dupe_factor=dupe_factor,
                  static_masking=static_masking, mask_rate=mask_rate,
                  max_predictions=max_predictions, whole_word=whole_word, seed=seed,
                  short_seq_prob=short_seq_prob, balance_nsp=balance_nsp)
