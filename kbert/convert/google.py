@@ -98,17 +98,17 @@ def _resolve(path) -> tuple[str, str]:
     path = os.fspath(path)
     if os.path.isdir(path):
         prefix = os.path.join(path, CHECKPOINT_NAME)
+        if os.path.exists(prefix + ".index"):
+            return path, prefix
         latest = _latest(path)
-        if not os.path.exists(prefix + ".index") and latest is not None:
-            prefix = latest
-        elif not os.path.exists(prefix + ".index"):
-            indexes = sorted(glob.glob(os.path.join(glob.escape(path), "*.index")))
-            if len(indexes) != 1:
-                found = f" (found {', '.join(indexes)}; pass one prefix)" if indexes else ""
-                raise CheckpointError(f"No TF checkpoint in {path}: {prefix}.index is "
-                                      f"missing{found}.")
-            prefix = indexes[0][: -len(".index")]
-        return path, prefix
+        if latest is not None:
+            return path, latest
+        indexes = sorted(glob.glob(os.path.join(glob.escape(path), "*.index")))
+        if len(indexes) != 1:
+            found = f" (found {', '.join(indexes)}; pass one prefix)" if indexes else ""
+            raise CheckpointError(f"No TF checkpoint in {path}: {prefix}.index is "
+                                  f"missing{found}.")
+        return path, indexes[0][: -len(".index")]
     prefix = re.sub(r"\.(index|data-\d+-of-\d+)$", "", path)
     if not os.path.exists(prefix + ".index"):
         raise CheckpointError(f"No TF checkpoint at {path}: {prefix}.index is missing.")

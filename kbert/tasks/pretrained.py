@@ -68,10 +68,10 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
 
 
 def _fine_tuned_head(cls, name_or_dir):
-    """The head a Hugging Face checkpoint of `cls`'s task (e.g. BertForSequenceClassification
-    for a `BertClassifier`) or a keras-hub `BertTextClassifier` preset holds, so that a model
-    fine-tuned there answers here as it did; None for an encoder checkpoint, a preset or another
-    task's checkpoint (a new head)."""
+    """The head a checkpoint of `cls`'s task holds (transformers' BertForSequenceClassification,
+    keras-hub's BertTextClassifier or Google's run_classifier.py for a `BertClassifier`, ...),
+    so that a model fine-tuned there answers here as it did; None for an encoder checkpoint, a
+    preset or another task's checkpoint (a new head)."""
     from kbert.convert.task_heads import read_task_head
     from kbert.presets import resolve_preset
 
