@@ -11,7 +11,7 @@ def convert(args) -> int:
     """Reads any supported checkpoint and writes it in another format."""
     from kbert.convert import (is_causal, read_checkpoint, refuse_causal,
                                write_google_checkpoint, write_hf_checkpoint)
-    from kbert.convert.task_heads import fine_tuned_kind
+    from kbert.convert.task_heads import fine_tuned_kind, hf_label_names
     from kbert.presets import resolve, resolve_preset
     from kbert.runs import RunDirectory
     from kbert.text.tokenizer_files import accents_from_checkpoint, max_chars_from_checkpoint
@@ -31,7 +31,7 @@ def convert(args) -> int:
         from kbert import models
 
         model = getattr(models, kind).from_pretrained(str(source))
-        return _convert_task_model(args, model, "fine-tuned", None)
+        return _convert_task_model(args, model, "fine-tuned", hf_label_names(source))
     refuse_causal(source, args.to)
     config, weights = read_checkpoint(source, allow_pickle=args.allow_pickle)
     preset = resolve_preset(source)

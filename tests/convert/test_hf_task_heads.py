@@ -200,7 +200,7 @@ def test_a_hugging_face_multiple_choice_model_answers_alike_in_kbert(hf_task_dir
 def test_kbert_export_serves_a_hugging_face_classifier(hf_task_dir, tmp_path):
     """`kbert export HF_DIR OUT` on a transformers classifier (no kbert run): the SavedModel,
     in a new process, takes raw text and answers with transformers' probabilities and the
-    names of its `id2label`."""
+    names of its `id2label`; `kbert convert` keeps those names too."""
     from tests.test_cli_processes import KBERT, SERVE, python, run
 
     names = ["negative", "neutral", "positive"]
@@ -214,3 +214,6 @@ def test_kbert_export_serves_a_hugging_face_classifier(hf_task_dir, tmp_path):
                                  -1).numpy()[0]
     assert label == names[int(expected.argmax())]
     np.testing.assert_allclose(probabilities, expected, atol=1e-5)
+    run(KBERT + ["convert", path, tmp_path / "again", "--to", "huggingface"])
+    assert transformers.AutoConfig.from_pretrained(str(tmp_path / "again")).id2label == \
+        dict(enumerate(names))
