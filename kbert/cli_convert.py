@@ -11,9 +11,10 @@ def convert(args) -> int:
     """Reads any supported checkpoint and writes it in another format."""
     from kbert.convert import (is_causal, read_checkpoint, refuse_causal,
                                write_google_checkpoint, write_hf_checkpoint)
-    from kbert.convert.task_heads import fine_tuned_kind, hf_label_names
+    from kbert.convert.task_heads import hf_label_names
     from kbert.presets import resolve, resolve_preset
     from kbert.runs import RunDirectory
+    from kbert.tasks.pretrained import fine_tuned_model
     from kbert.text.tokenizer_files import accents_from_checkpoint, max_chars_from_checkpoint
 
     source = resolve(args.source)
@@ -26,11 +27,8 @@ def convert(args) -> int:
         run = RunDirectory.open(source)
         label_names = run.info.get("label_names") if run.info["kind"] != "regression" else None
         return _convert_task_model(args, run.load_model(), "run's", label_names)
-    kind = fine_tuned_kind(source) if pathlib.Path(source).is_dir() else None
-    if kind is not None:
-        from kbert import models
-
-        model = getattr(models, kind).from_pretrained(str(source))
+    model = fine_tuned_model(source)
+    if model is not None:
         return _convert_task_model(args, model, "fine-tuned", hf_label_names(source))
     refuse_causal(source, args.to)
     config, weights = read_checkpoint(source, allow_pickle=args.allow_pickle)

@@ -107,7 +107,7 @@ def _evaluate_parser(commands):
 
 def _predict_parser(commands):
     predict = subcommand(
-        commands, "predict", "answer raw text with a fine-tuned run",
+        commands, "predict", "answer raw text with a fine-tuned run or checkpoint",
         "Raw text in, answers out: a label with probabilities for sentence tasks "
         "(--text, plus --text-pair for pairs or --choice for multiple choice), the "
         "answer and its character span for SQuAD (--question, --context), the "
@@ -117,8 +117,10 @@ def _predict_parser(commands):
         "  kbert predict runs/ner --text 'Angela Merkel visited Paris.'\n"
         "  kbert predict runs/mmlu --text 'What is 2 + 2?' --choice 3 --choice 4 "
         "--choice 5 --choice 22\n"
-        "  kbert predict runs/sentiment --input reviews.jsonl --output answers.jsonl")
-    predict.add_argument("model", help="a kbert finetune output directory")
+        "  kbert predict runs/sentiment --input reviews.jsonl --output answers.jsonl\n"
+        "  kbert predict my_hf_classifier/ --text 'A joy to watch.'   # transformers' labels")
+    predict.add_argument("model", help="a kbert finetune output directory, or a fine-tuned "
+                                       "checkpoint directory (as for export)")
     predict.add_argument("--text")
     predict.add_argument("--text-pair", help="the second text of a sentence-pair task")
     predict.add_argument("--choice", action="append",

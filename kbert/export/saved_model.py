@@ -250,16 +250,14 @@ def _load_model(model_path):
     (label names); ({}, the model) for a .keras file."""
     import keras
 
-    from kbert.convert.task_heads import fine_tuned_kind, hf_label_names
+    from kbert.convert.task_heads import hf_label_names
     from kbert.runs import RunDirectory
+    from kbert.tasks.pretrained import fine_tuned_model
 
     if model_path.is_dir():
-        kind = None if RunDirectory.is_run(model_path) else fine_tuned_kind(model_path)
-        if kind is not None:
-            from kbert import models
-
-            model = getattr(models, kind).from_pretrained(str(model_path))
-            if kind != "BertClassifier":  # a tagger holds its tags; spans have no labels
+        model = fine_tuned_model(model_path)
+        if model is not None:
+            if type(model).__name__ != "BertClassifier":  # a tagger holds its tags
                 return {}, model
             if model.num_classes == 1:
                 return {"kind": "regression"}, model

@@ -35,6 +35,28 @@ def spec_of_run(info) -> TaskSpec:
     return SentenceTask.from_run(info)
 
 
+def spec_of_model(model, label_names=None) -> TaskSpec:
+    """The spec that answers raw input with a task model fine-tuned outside kbert (a checkpoint
+    holds its head, not its task's data): SQuAD for a span labeler (v1.1: always an answer),
+    the model's tags for a token classifier, else a sentence task with `label_names` that
+    takes single sentences or pairs (a checkpoint does not say which it was trained on)."""
+    from kbert.data.tasks import Task
+    from kbert.tasks.sentence import SentenceTask
+
+    kind = type(model).__name__
+    if kind == "BertSpanLabeler":
+        return get_spec("squad")
+    if kind == "BertTokenClassifier":
+        return get_spec("conll", label_names=model.label_names)
+    if kind == "BertMultipleChoice":
+        return SentenceTask(Task("multiple_choice", "multiple_choice", model.num_choices, {}))
+    regression = model.num_classes == 1
+    task = Task("classifier", "regression" if regression else "classification",
+                model.num_classes, {}, label_names=tuple(label_names) if label_names else None)
+    task.is_pair = None  # either: the checkpoint does not say
+    return SentenceTask(task)
+
+
 def _lazy_specs():
     """The tasks whose spec reads its data only when asked (so a run's spec needs none), by
     name: SQuAD v1.1 / v2.0 and CoNLL-2003."""
@@ -57,4 +79,4 @@ def _check_options(spec_cls, name, options):
                          f"{', '.join(sorted(known))}.")
 
 
-__all__ = ["EVAL_SEED", "TaskSpec", "get_spec", "spec_of_run", "subset"]
+__all__ = ["EVAL_SEED", "TaskSpec", "get_spec", "spec_of_model", "spec_of_run", "subset"]

@@ -79,3 +79,19 @@ def _fine_tuned_head(cls, name_or_dir):
     if preset.kind != "checkpoint" or not preset.load_weights:
         return None
     return read_task_head(preset.directory, cls.__name__)
+
+
+def fine_tuned_model(path):
+    """The task model, head included, of a checkpoint directory that holds a fine-tuned head
+    (transformers' task classes, keras-hub's BertTextClassifier, Google's run_classifier.py /
+    run_squad.py: `kbert.convert.task_heads.fine_tuned_kind`); None for anything else (an
+    encoder checkpoint, a run directory, a file)."""
+    import pathlib
+
+    from kbert import models
+    from kbert.convert.task_heads import fine_tuned_kind
+
+    if not pathlib.Path(path).is_dir() or RunDirectory.is_run(path):
+        return None
+    kind = fine_tuned_kind(path)
+    return None if kind is None else getattr(models, kind).from_pretrained(str(path))

@@ -108,7 +108,7 @@ class SentenceTask(TaskSpec):
                 if len(row) != self.task.num_classes:
                     raise ValueError(f"A {self.name} model takes {self.task.num_classes} "
                                      f"choices a text; got {len(row)} for {text[:60]!r}.")
-        elif self.task.is_pair != (text_pair is not None):
+        elif self.task.is_pair not in (None, text_pair is not None):  # None: either
             # A pair model fed one sentence (or the reverse) answers, but about other input.
             raise ValueError(f"A {self.name} model reads sentence pairs: give text_pair too."
                              if self.task.is_pair else

@@ -25,7 +25,7 @@ import keras
 from kbert.atomic import removed_if_unfinished
 from kbert.models.xla import pad_multiple
 from kbert.runs import RunDirectory
-from kbert.tasks import EVAL_SEED, get_spec, spec_of_run, subset
+from kbert.tasks import EVAL_SEED, get_spec, spec_of_model, spec_of_run, subset
 from kbert.training import finetune_checkpoints as resumable
 from kbert.training.finetune_config import FinetuneConfig
 from kbert.training.optimizer import make_optimizer
@@ -210,7 +210,15 @@ def evaluate_run(run_dir, task=None, split="test", data_dir=None, max_eval_examp
 
 
 def open_predictor(run_dir):
-    """(task spec, model) of a fine-tuned run, for answering raw input."""
+    """(task spec, model) of a fine-tuned run, or of a checkpoint directory holding a
+    fine-tuned head (transformers, keras-hub, Google: `spec_of_model`), for answering raw
+    input."""
+    from kbert.convert.task_heads import hf_label_names
+    from kbert.tasks.pretrained import fine_tuned_model
+
+    model = fine_tuned_model(run_dir)
+    if model is not None:
+        return spec_of_model(model, hf_label_names(run_dir)), model
     run = RunDirectory.open(run_dir)
     return spec_of_run(run.info), run.load_model()
 

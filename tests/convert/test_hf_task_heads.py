@@ -2,6 +2,8 @@
 (`kbert.convert.save_hf`, `kbert.convert.task_heads`): Hugging Face loads every weight (none
 missing, none unexpected) and its PyTorch model gives kbert's logits."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -197,10 +199,11 @@ def test_a_hugging_face_multiple_choice_model_answers_alike_in_kbert(hf_task_dir
 
 
 @pytest.mark.slow
-def test_kbert_export_serves_a_hugging_face_classifier(hf_task_dir, tmp_path):
-    """`kbert export HF_DIR OUT` on a transformers classifier (no kbert run): the SavedModel,
-    in a new process, takes raw text and answers with transformers' probabilities and the
-    names of its `id2label`; `kbert convert` keeps those names too."""
+def test_kbert_export_and_predict_take_a_hugging_face_classifier(hf_task_dir, tmp_path):
+    """`kbert export HF_DIR OUT` and `kbert predict HF_DIR` on a transformers classifier (no
+    kbert run): the SavedModel, in a new process, and predict answer raw text with
+    transformers' probabilities and the names of its `id2label`; `kbert convert` keeps those
+    names too."""
     from tests.test_cli_processes import KBERT, SERVE, python, run
 
     names = ["negative", "neutral", "positive"]
@@ -210,10 +213,18 @@ def test_kbert_export_serves_a_hugging_face_classifier(hf_task_dir, tmp_path):
     label, probabilities = python(SERVE, tmp_path / "served" / "1", TEXTS[0])
     reference = load_in_transformers(path, "BertForSequenceClassification")
     with torch.no_grad():
-        expected = torch.softmax(reference(**tokenizer(TEXTS[:1], return_tensors="pt")).logits,
-                                 -1).numpy()[0]
-    assert label == names[int(expected.argmax())]
-    np.testing.assert_allclose(probabilities, expected, atol=1e-5)
+        expected = torch.softmax(reference(**tokenizer(TEXTS[:2], return_tensors="pt",
+                                                       padding=True)).logits, -1).numpy()
+        pair = torch.softmax(reference(**tokenizer(TEXTS[:1], TEXTS[1:2],
+                                                   return_tensors="pt")).logits, -1).numpy()[0]
+    assert label == names[int(expected[0].argmax())]
+    np.testing.assert_allclose(probabilities, expected[0], atol=1e-5)
+    single, _ = run(KBERT + ["predict", path, "--text", TEXTS[1]])
+    single = json.loads(single)
+    assert single["label"] == names[int(expected[1].argmax())]
+    np.testing.assert_allclose(single["probabilities"], expected[1], atol=1e-5)
+    both, _ = run(KBERT + ["predict", path, "--text", TEXTS[0], "--text-pair", TEXTS[1]])
+    np.testing.assert_allclose(json.loads(both)["probabilities"], pair, atol=1e-5)
     run(KBERT + ["convert", path, tmp_path / "again", "--to", "huggingface"])
     assert transformers.AutoConfig.from_pretrained(str(tmp_path / "again")).id2label == \
         dict(enumerate(names))
