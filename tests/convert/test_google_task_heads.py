@@ -3,6 +3,7 @@
 run_classifier.py / run_squad.py create, and their checkpoints (optimizer slots, several steps)
 load back with the head."""
 
+import json
 import shutil
 
 import numpy as np
@@ -112,7 +113,8 @@ def test_what_google_has_no_head_for_is_refused(tmp_path):
 def test_fine_tuned_checkpoints_convert_between_formats_with_their_heads(tmp_path):
     """`kbert convert` of a checkpoint that holds a fine-tuned head (not only a run) writes the
     head in the new format: Google's run_squad.py -> transformers' BertForQuestionAnswering ->
-    Google again, answering as the model that was written first."""
+    Google again, answering as the model that was written first; `kbert predict` answers with
+    the first checkpoint directly."""
     import transformers
     from tests.convert.test_hf_task_heads import load_in_transformers
     from tests.test_cli_processes import KBERT, run
@@ -131,3 +133,8 @@ def test_fine_tuned_checkpoints_convert_between_formats_with_their_heads(tmp_pat
         np.testing.assert_allclose(back[key][real], ours[key][real], atol=1e-5)
     assert transformers.AutoConfig.from_pretrained(str(tmp_path / "hf")).architectures == [
         "BertForQuestionAnswering"]
+    context = "w7 w8 w9 w10 w11"  # `kbert predict` answers from the checkpoint alone
+    answer, _ = run(KBERT + ["predict", tmp_path / "squad", "--question", "w5 w6",
+                             "--context", context])
+    answer = json.loads(answer)
+    assert answer["answer"] and answer["answer"] == context[answer["start"]:answer["end"]]
