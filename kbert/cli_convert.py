@@ -27,7 +27,7 @@ def convert(args) -> int:
         run = RunDirectory.open(source)
         label_names = run.info.get("label_names") if run.info["kind"] != "regression" else None
         return _convert_task_model(args, run.load_model(), "run's", label_names)
-    model = fine_tuned_model(source)
+    model = fine_tuned_model(source, allow_pickle=args.allow_pickle)
     if model is not None:
         return _convert_task_model(args, model, "fine-tuned", hf_label_names(source))
     refuse_causal(source, args.to)

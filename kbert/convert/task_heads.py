@@ -165,7 +165,7 @@ class ReadHead:
     sequence_length: int | None = None
 
 
-def read_task_head(path, kind):
+def read_task_head(path, kind, allow_pickle=False):
     """The head that the Hugging Face directory (keras-hub preset, Google checkpoint) `path`
     holds for kbert class `kind` (e.g. "BertClassifier"), or None when it holds none of that
     task (a plain encoder, or another task's head: the caller then builds a new head)."""
@@ -179,7 +179,7 @@ def read_task_head(path, kind):
     architecture, layer, hf_name, _ = HF_TASK_CLASSES[kind]
     from kbert.convert.huggingface import read_tensors
 
-    tensors = read_tensors(path, names=head_tensor_names(architecture))
+    tensors = read_tensors(path, names=head_tensor_names(architecture), allow_pickle=allow_pickle)
     kernel = tensors[f"{hf_name}.weight"].T
     bias = tensors[f"{hf_name}.bias"]
     kwargs = {}

@@ -113,11 +113,12 @@ class BertTask(keras.Model):
         (Hugging Face, Google TF1, keras-hub), a size preset for random weights, or a
         `kbert finetune` run directory (then the trained task model itself is loaded). A
         Hugging Face checkpoint of this task's `transformers` class
-        (`BertForSequenceClassification` for a `BertClassifier`, ...) or a keras-hub
-        `BertTextClassifier` preset (for a `BertClassifier`) brings its fine-tuned head too
-        (`kbert.convert.task_heads`).
+        (`BertForSequenceClassification` for a `BertClassifier`, ...), a keras-hub
+        `BertTextClassifier` preset or a checkpoint of Google's run_classifier.py /
+        run_squad.py brings its fine-tuned head too (`kbert.convert.task_heads`).
         `kwargs` go to the task's constructor (e.g. `num_classes=3`), except
-        `sequence_length`, which sizes the preprocessor.
+        `sequence_length`, which sizes the preprocessor, and `allow_pickle`, which lets a
+        trusted `pytorch_model.bin` be read.
 
         >>> clf = BertClassifier.from_pretrained("minilm_l6_h384_uncased", num_classes=2)
         """

@@ -49,9 +49,11 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
                             f"{cls.__name__}.")
         return model
     dtype = kwargs.pop("dtype", None)
+    allow_pickle = kwargs.pop("allow_pickle", False)  # a pytorch_model.bin: trusted files only
     backbone, tokenizer = load_backbone_and_tokenizer(name_or_dir, dtype=dtype,
+                                                      allow_pickle=allow_pickle,
                                                       **pop_rates(kwargs))
-    head = _fine_tuned_head(cls, name_or_dir)
+    head = _fine_tuned_head(cls, name_or_dir, allow_pickle)
     if head is not None:
         for key, value in head.kwargs.items():
             if kwargs.setdefault(key, value) != value:
@@ -67,7 +69,7 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
     return model
 
 
-def _fine_tuned_head(cls, name_or_dir):
+def _fine_tuned_head(cls, name_or_dir, allow_pickle=False):
     """The head a checkpoint of `cls`'s task holds (transformers' BertForSequenceClassification,
     keras-hub's BertTextClassifier or Google's run_classifier.py for a `BertClassifier`, ...),
     so that a model fine-tuned there answers here as it did; None for an encoder checkpoint, a
@@ -78,10 +80,10 @@ def _fine_tuned_head(cls, name_or_dir):
     preset = resolve_preset(name_or_dir)
     if preset.kind != "checkpoint" or not preset.load_weights:
         return None
-    return read_task_head(preset.directory, cls.__name__)
+    return read_task_head(preset.directory, cls.__name__, allow_pickle=allow_pickle)
 
 
-def fine_tuned_model(path):
+def fine_tuned_model(path, allow_pickle=False):
     """The task model, head included, of a checkpoint directory that holds a fine-tuned head
     (transformers' task classes, keras-hub's BertTextClassifier, Google's run_classifier.py /
     run_squad.py: `kbert.convert.task_heads.fine_tuned_kind`); None for anything else (an
@@ -94,4 +96,5 @@ def fine_tuned_model(path):
     if not pathlib.Path(path).is_dir() or RunDirectory.is_run(path):
         return None
     kind = fine_tuned_kind(path)
-    return None if kind is None else getattr(models, kind).from_pretrained(str(path))
+    return None if kind is None else getattr(models, kind).from_pretrained(
+        str(path), allow_pickle=allow_pickle)

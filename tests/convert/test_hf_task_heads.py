@@ -3,6 +3,8 @@
 missing, none unexpected) and its PyTorch model gives kbert's logits."""
 
 import json
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -228,3 +230,30 @@ def test_kbert_export_and_predict_take_a_hugging_face_classifier(hf_task_dir, tm
     run(KBERT + ["convert", path, tmp_path / "again", "--to", "huggingface"])
     assert transformers.AutoConfig.from_pretrained(str(tmp_path / "again")).id2label == \
         dict(enumerate(names))
+
+
+@pytest.mark.slow
+def test_a_pickled_fine_tuned_checkpoint_converts_only_when_allowed(minilm_dir, tmp_path):
+    """An older transformers classifier (pytorch_model.bin only): `kbert convert` refuses to
+    unpickle it unless `--allow-pickle`, and then writes its head."""
+    from tests.test_cli_processes import KBERT, run
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=64,
+                                     max_position_embeddings=64, num_labels=3)
+    config.architectures = ["BertForSequenceClassification"]
+    reference = transformers.BertForSequenceClassification(config).eval()
+    (tmp_path / "old").mkdir()  # as transformers 4 wrote it by default before safetensors
+    config.save_pretrained(str(tmp_path / "old"))
+    torch.save(reference.state_dict(), tmp_path / "old" / "pytorch_model.bin")
+    shutil.copy(minilm_dir / "vocab.txt", tmp_path / "old" / "vocab.txt")
+    command = KBERT + ["convert", tmp_path / "old", tmp_path / "new", "--to", "huggingface"]
+    refused = subprocess.run([str(c) for c in command], capture_output=True, text=True,
+                             timeout=600)
+    assert refused.returncode == 2 and "--allow-pickle" in refused.stderr
+    run(command + ["--allow-pickle"])
+    converted = load_in_transformers(tmp_path / "new", "BertForSequenceClassification")
+    inputs = random_inputs((2, 9))
+    np.testing.assert_allclose(hf_logits(converted, inputs), hf_logits(reference, inputs),
+                               atol=1e-5)
