@@ -120,7 +120,8 @@ def _predict(args) -> int:
         return _predict_file(args)
     if args.output is not None or args.batch_size is not None:
         raise ValueError("--output and --batch-size go with --input (a file of inputs).")
-    print(json.dumps(predict_run(args.model, **inputs), indent=2, ensure_ascii=False))
+    print(json.dumps(predict_run(args.model, allow_pickle=args.allow_pickle, **inputs),
+                     indent=2, ensure_ascii=False))
     return 0
 
 
@@ -144,7 +145,8 @@ def _predict_file(args) -> int:
                 else sys.stdout
             count = 0
             for count, answer in enumerate(
-                    predict_requests(args.model, source, args.batch_size), 1):
+                    predict_requests(args.model, source, args.batch_size,
+                                     allow_pickle=args.allow_pickle), 1):
                 out.write(json.dumps(answer, ensure_ascii=False) + "\n")
         if target:
             os.replace(staging, target)
@@ -163,7 +165,8 @@ def _export(args) -> int:
         args.model, args.output_dir, vocabulary=args.vocab,
         lowercase=False if args.cased else None, sequence_length=args.sequence_length,
         version=args.version, label_names=args.labels, sentence_pair=args.pair or None,
-        task=args.task, warmup_texts=[] if args.no_warmup else None, overwrite=args.overwrite)
+        task=args.task, warmup_texts=[] if args.no_warmup else None, overwrite=args.overwrite,
+        allow_pickle=args.allow_pickle)
     print(f"Exported {args.model} to {path}")
     return 0
 

@@ -125,6 +125,9 @@ def _predict_parser(commands):
     predict.add_argument("--text-pair", help="the second text of a sentence-pair task")
     predict.add_argument("--choice", action="append",
                          help="one answer choice of a multiple-choice task (repeat it)")
+    predict.add_argument("--allow-pickle", action="store_true",
+                         help="read a checkpoint's pytorch_model.bin (unpickling runs code: "
+                              "trusted files only)")
     predict.add_argument("--question")
     predict.add_argument("--context")
     predict.add_argument(
@@ -165,6 +168,9 @@ def _export_parser(commands):
                         help="inputs are text + text_pair (default: as the run was trained)")
     export.add_argument("--task", help="classifier, multiple_choice, backbone or features, "
                                        "for a plain Keras model")
+    export.add_argument("--allow-pickle", action="store_true",
+                        help="read a checkpoint's pytorch_model.bin (unpickling runs code: "
+                             "trusted files only)")
     export.add_argument("--no-warmup", action="store_true",
                         help="write no TF Serving warm-up requests")
     export.add_argument("--overwrite", action="store_true")

@@ -221,8 +221,9 @@ def test_library_errors_name_the_commands_flags():
         "--sequence-length 600 leaves no room"
     # plain words that are also option names, and Python names the command has no flag for,
     # stay as they are
-    assert in_cli_terms("the version and overwrite words; allow_pickle=True", export) == \
-        "the version and overwrite words; allow_pickle=True"
+    assert in_cli_terms("the version and overwrite words; causal=True", export) == \
+        "the version and overwrite words; causal=True"
+    assert in_cli_terms("pass allow_pickle=True", export) == "pass --allow-pickle"
     # a JSON key in double quotes, as a file spells it, stays a key
     predict = build_parser().commands["predict"]
     assert in_cli_terms('keys "text_pair" and text_pair', predict) == \

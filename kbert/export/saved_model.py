@@ -209,7 +209,7 @@ def _metadata(module, model, preprocessor, version, has_warmup):
 
 def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
                     sequence_length=None, version=None, label_names=None, sentence_pair=None,
-                    task=None, warmup_texts=None, overwrite=False):
+                    task=None, warmup_texts=None, overwrite=False, allow_pickle=False):
     """`kbert export MODEL OUTPUT_DIR`: a run directory or a saved Keras model →
     `OUTPUT_DIR/<version>/`.
 
@@ -225,9 +225,10 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
       sequence_length: repack at this length (default: the preprocessor's).
       label_names: a list, or a comma-separated string (default: the run's).
       sentence_pair, task, version, warmup_texts, overwrite: as `export_saved_model`.
+      allow_pickle: read a checkpoint directory's pytorch_model.bin (trusted files only).
     Returns the version directory written.
     """
-    info, model = _load_model(pathlib.Path(model_path))
+    info, model = _load_model(pathlib.Path(model_path), allow_pickle)
     if isinstance(label_names, str):
         label_names = [n.strip() for n in label_names.split(",") if n.strip()]
     preprocessor = _preprocessor(model, vocabulary, lowercase, sequence_length)
@@ -243,7 +244,7 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
                               **squad)
 
 
-def _load_model(model_path):
+def _load_model(model_path, allow_pickle=False):
     """(the run's run.json, its model) for a run directory; for a checkpoint directory holding
     a fine-tuned head (transformers' task classes, keras-hub's BertTextClassifier, Google's
     run_classifier.py / run_squad.py), its task model with what the checkpoint says of it
@@ -255,7 +256,7 @@ def _load_model(model_path):
     from kbert.tasks.pretrained import fine_tuned_model
 
     if model_path.is_dir():
-        model = fine_tuned_model(model_path)
+        model = fine_tuned_model(model_path, allow_pickle)
         if model is not None:
             if type(model).__name__ != "BertClassifier":  # a tagger holds its tags
                 return {}, model

@@ -209,22 +209,22 @@ def evaluate_run(run_dir, task=None, split="test", data_dir=None, max_eval_examp
     return {**metrics, "split": split, "task": spec.name, "examples": len(examples)}
 
 
-def open_predictor(run_dir):
+def open_predictor(run_dir, allow_pickle=False):
     """(task spec, model) of a fine-tuned run, or of a checkpoint directory holding a
     fine-tuned head (transformers, keras-hub, Google: `spec_of_model`), for answering raw
     input."""
     from kbert.convert.task_heads import hf_label_names
     from kbert.tasks.pretrained import fine_tuned_model
 
-    model = fine_tuned_model(run_dir)
+    model = fine_tuned_model(run_dir, allow_pickle)
     if model is not None:
         return spec_of_model(model, hf_label_names(run_dir)), model
     run = RunDirectory.open(run_dir)
     return spec_of_run(run.info), run.load_model()
 
 
-def predict_run(run_dir, **inputs):
+def predict_run(run_dir, allow_pickle=False, **inputs):
     """`kbert predict`: the run's model on raw input (text; text + text_pair; question +
     context; text + choices), answered by its task's spec."""
-    spec, model = open_predictor(run_dir)
+    spec, model = open_predictor(run_dir, allow_pickle)
     return spec.predict(model, **inputs)

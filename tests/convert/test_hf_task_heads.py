@@ -234,9 +234,9 @@ def test_kbert_export_and_predict_take_a_hugging_face_classifier(hf_task_dir, tm
 
 @pytest.mark.slow
 def test_a_pickled_fine_tuned_checkpoint_converts_only_when_allowed(minilm_dir, tmp_path):
-    """An older transformers classifier (pytorch_model.bin only): `kbert convert` refuses to
-    unpickle it unless `--allow-pickle`, and then writes its head."""
-    from tests.test_cli_processes import KBERT, run
+    """An older transformers classifier (pytorch_model.bin only): `kbert convert`, `predict`
+    and `export` refuse to unpickle it unless `--allow-pickle`, and then use its head."""
+    from tests.test_cli_processes import KBERT, run, run_together
 
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
@@ -257,3 +257,12 @@ def test_a_pickled_fine_tuned_checkpoint_converts_only_when_allowed(minilm_dir, 
     inputs = random_inputs((2, 9))
     np.testing.assert_allclose(hf_logits(converted, inputs), hf_logits(reference, inputs),
                                atol=1e-5)
+    predict = KBERT + ["predict", tmp_path / "old", "--text", TEXTS[0]]
+    refused = subprocess.run([str(c) for c in predict], capture_output=True, text=True,
+                             timeout=600)
+    assert refused.returncode == 2 and "--allow-pickle" in refused.stderr
+    (pickled, _), (safe, _), _ = run_together(
+        predict + ["--allow-pickle"], KBERT + ["predict", tmp_path / "new", "--text", TEXTS[0]],
+        KBERT + ["export", tmp_path / "old", tmp_path / "served", "--allow-pickle"])
+    assert json.loads(pickled) == json.loads(safe)
+    assert (tmp_path / "served" / "1" / "saved_model.pb").is_file()
