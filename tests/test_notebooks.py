@@ -10,9 +10,9 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = pathlib.Path(__file__).parent.parent / "notebooks"
-EXPECTED = ["attention.ipynb", "multiple_choice.ipynb", "ner.ipynb", "pretraining.ipynb",
-            "question_answering.ipynb", "quickstart.ipynb", "serving.ipynb",
-            "text_classification.ipynb"]
+EXPECTED = ["attention.ipynb", "checkpoints.ipynb", "multiple_choice.ipynb", "ner.ipynb",
+            "pretraining.ipynb", "question_answering.ipynb", "quickstart.ipynb",
+            "serving.ipynb", "text_classification.ipynb"]
 # serving.ipynb exports an untrained head; every other notebook teaches a training job.
 TRAINING = [name for name in EXPECTED if name != "serving.ipynb"]
 
