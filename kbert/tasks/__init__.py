@@ -51,10 +51,9 @@ def spec_of_model(model, label_names=None) -> TaskSpec:
     if kind == "BertMultipleChoice":
         return SentenceTask(Task("multiple_choice", "multiple_choice", model.num_choices, {}))
     regression = model.num_classes == 1
-    task = Task("classifier", "regression" if regression else "classification",
-                model.num_classes, {}, label_names=tuple(label_names) if label_names else None)
-    task.is_pair = None  # either: the checkpoint does not say
-    return SentenceTask(task)
+    return SentenceTask(Task("classifier", "regression" if regression else "classification",
+                             model.num_classes, {},
+                             label_names=tuple(label_names) if label_names else None))
 
 
 def _lazy_specs():

@@ -46,10 +46,11 @@ class Task:
     splits: dict
     label_names: tuple = None
     description: str = ""
-    is_pair: bool = None  # sentence pairs; None: read from the first example
+    is_pair: bool = None  # sentence pairs; None: read from the first example, or, with none,
+    # unknown (the task of a checkpoint fine-tuned elsewhere: it answers either)
 
     def __post_init__(self):
-        if self.is_pair is None:
+        if self.is_pair is None and any(self.splits.values()):
             first = next((rows[0][0] for rows in self.splits.values() if rows), None)
             self.is_pair = isinstance(first, tuple) and self.kind != "multiple_choice"
 
