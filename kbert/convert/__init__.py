@@ -4,15 +4,15 @@ Every format is read into, and written from, one canonical dict (`kbert.convert.
 `kbert.convert.mapping` moves that dict in and out of kbert's layers.
 """
 
+import contextlib
 import json
 import pathlib
 import tempfile
 
-from kbert.convert.google import (google_task_head, read_google_checkpoint,
-                                  write_google_checkpoint)
+from kbert.convert.google import read_google_checkpoint, write_google_checkpoint
 from kbert.convert.huggingface import is_decoder, read_hf_checkpoint, write_hf_checkpoint
 from kbert.convert.mapping import get_backbone_weights, set_backbone_weights
-from kbert.convert.task_heads import task_head
+from kbert.convert.task_heads import google_task_head, task_head
 from kbert.convert.weights import CheckpointError
 
 
@@ -111,9 +111,7 @@ def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None, label
     settings = {"do_lower_case": bool(tokenizer.lowercase),
                 "strip_accents": bool(tokenizer.strip_accents),
                 "max_input_chars_per_word": int(tokenizer.max_chars_per_word)}
-    with tempfile.TemporaryDirectory() as scratch:
-        vocab = pathlib.Path(scratch) / "vocab.txt"
-        vocab.write_text("\n".join(tokenizer.get_vocabulary()) + "\n", encoding="utf-8")
+    with _vocabulary_file(tokenizer) as vocab:
         return write_hf_checkpoint(path, *_config_and_weights(model), vocab_file=vocab,
                                    overwrite=overwrite, tokenizer_config=settings,
                                    causal=causal, task_head=head)
@@ -132,9 +130,7 @@ def save_google(model, path, vocab_file=None, overwrite=False, tokenizer=None):
     if tokenizer is None:
         return write_google_checkpoint(path, *_config_and_weights(model), vocab_file=vocab_file,
                                        overwrite=overwrite, task_head=head)
-    with tempfile.TemporaryDirectory() as scratch:
-        vocab = pathlib.Path(scratch) / "vocab.txt"
-        vocab.write_text("\n".join(tokenizer.get_vocabulary()) + "\n", encoding="utf-8")
+    with _vocabulary_file(tokenizer) as vocab:
         return write_google_checkpoint(path, *_config_and_weights(model), vocab_file=vocab,
                                        overwrite=overwrite, task_head=head,
                                        lowercase=tokenizer.lowercase,
@@ -149,7 +145,8 @@ def save_keras_hub(model, path, tokenizer=None, sequence_length=None, overwrite=
     preprocessor, so `keras_hub.models.TextClassifier.from_preset(path)` takes raw text.
     keras-hub computes tanh-GELU only: another activation needs `allow_approximation`
     (`kbert.convert.keras_hub`)."""
-    from kbert.convert.keras_hub import ClassifierHead, write_keras_hub_preset
+    from kbert.convert.keras_hub import write_keras_hub_preset
+    from kbert.convert.keras_hub_classifier import ClassifierHead
 
     if _is_causal_model(model):
         raise ValueError("A causal (left-to-right) model has no keras-hub form: keras-hub's "
@@ -172,6 +169,16 @@ def save_keras_hub(model, path, tokenizer=None, sequence_length=None, overwrite=
         strip_accents=None if tokenizer is None else bool(tokenizer.strip_accents),
         classifier=classifier, sequence_length=sequence_length,
         allow_approximation=allow_approximation, overwrite=overwrite)
+
+
+@contextlib.contextmanager
+def _vocabulary_file(tokenizer):
+    """The tokenizer's vocabulary as a vocab.txt in a temporary directory, for the writers
+    that copy one into the checkpoint."""
+    with tempfile.TemporaryDirectory() as scratch:
+        vocab = pathlib.Path(scratch) / "vocab.txt"
+        vocab.write_text("\n".join(tokenizer.get_vocabulary()) + "\n", encoding="utf-8")
+        yield vocab
 
 
 def _is_causal_model(model):

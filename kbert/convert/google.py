@@ -12,7 +12,8 @@ next-sentence head's `cls/seq_relationship/output_weights` is [2, H], not transp
 checkpoints saved during training, are skipped when reading; a directory of such checkpoints
 (`model.ckpt-N` and a `checkpoint` file, as run_classifier.py writes) is read at its latest.
 
-The heads Google's fine-tuning scripts add (`GOOGLE_TASK_HEADS`) travel too: `read_google_head`
+The heads Google's fine-tuning scripts add (`kbert.convert.task_heads.GOOGLE_TASK_HEADS`) travel
+too: `read_google_head`
 gives one to `BertTask.from_pretrained`, and `write_google_checkpoint(task_head=...)` writes
 one, so run_classifier.py / run_squad.py `--do_predict` can start from a kbert model.
 """
@@ -27,6 +28,7 @@ import numpy as np
 
 from kbert.atomic import atomic_directory
 from kbert.config import BertConfig, ConfigError
+from kbert.convert.task_heads import GOOGLE_TASK_HEADS
 from kbert.convert.weights import (CheckpointError, HEAD_GROUPS, check_finite, check_shapes,
                                    check_weights, expected_shapes)
 
@@ -34,15 +36,6 @@ CONFIG_FILE = "bert_config.json"
 CHECKPOINT_NAME = "bert_model.ckpt"
 VOCAB_FILE = "vocab.txt"
 
-# The heads of google-research/bert's fine-tuning scripts, by the kbert class that holds them:
-# (kbert's Dense layer, the head's two variables). Both scripts make the weights
-# [outputs, hidden] and compute `matmul(x, output_weights, transpose_b=True) + output_bias`
-# (run_classifier.py `create_model` on the pooled output; run_squad.py `create_model` on every
-# token, start logits from row 0 and end logits from row 1).
-GOOGLE_TASK_HEADS = {
-    "BertClassifier": ("classifier", "output_weights", "output_bias"),
-    "BertSpanLabeler": ("span_logits", "cls/squad/output_weights", "cls/squad/output_bias"),
-}
 _HEAD_VARIABLES = {name for _, *names in GOOGLE_TASK_HEADS.values() for name in names}
 
 # Variables of a training checkpoint that are not model weights.
@@ -210,7 +203,8 @@ def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, 
     in the directory's name (run_classifier.py's `--do_lower_case`); a given `lowercase` (and
     `strip_accents`) is also written into bert_config.json as `do_lower_case` (and
     `strip_accents`), which kbert reads back and Google's `BertConfig.from_dict` ignores.
-    `task_head` ({Google variable name: array}, from `google_task_head`) adds a fine-tuned head.
+    `task_head` ({Google variable name: array}, from `task_heads.google_task_head`) adds a
+    fine-tuned head.
 
     The pre-training heads are written when `weights` holds them. The directory is assembled
     next to `path` and renamed into place, so a reader never sees half a checkpoint. An existing
@@ -247,21 +241,6 @@ def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, 
         if vocab_file is not None:
             shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
     return path
-
-
-def google_task_head(model) -> dict[str, np.ndarray]:
-    """{Google variable name: array} of a fine-tuned `BertClassifier` or `BertSpanLabeler`'s
-    head, as Google's fine-tuning scripts name and shape it (`GOOGLE_TASK_HEADS`). Duck-typed
-    by class and layer name: this format code imports no model class."""
-    kind = type(model).__name__
-    if kind not in GOOGLE_TASK_HEADS:
-        raise ValueError(f"Google's fine-tuning scripts have heads for classification "
-                         f"(run_classifier.py) and SQuAD (run_squad.py) only, not a {kind}; "
-                         "save its encoder with save_google(model.backbone, ...), or the whole "
-                         "model with save_hf.")
-    layer, weights_name, bias_name = GOOGLE_TASK_HEADS[kind]
-    kernel, bias = (np.asarray(w, np.float32) for w in model.get_layer(layer).get_weights())
-    return {weights_name: kernel.T, bias_name: bias}
 
 
 def google_head_kind(path) -> str | None:

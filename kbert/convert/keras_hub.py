@@ -8,7 +8,8 @@ makes explicit:
 - a keras-hub preset holds only the backbone: the masked-LM and next-sentence heads of BERT
   pre-training are not part of it. `from_keras_hub` therefore returns no head weights, and
   `to_keras_hub` leaves out any head weights it is given. A fine-tuned classifier's head goes
-  out as keras-hub's `BertTextClassifier` (`ClassifierHead`), the one BERT task keras-hub has;
+  out as keras-hub's `BertTextClassifier` (`kbert.convert.keras_hub_classifier`), the one BERT
+  task keras-hub has;
 - its WordPiece tokenizer's `strip_accents` defaults to False, where Google's uncased BERT
   strips accents: a preset written here states it (by default, as `lowercase`).
 
@@ -17,7 +18,6 @@ query/key/value kernels are [H, heads, head_size] with [heads, head_size] biases
 projection is [heads, head_size, H].
 """
 
-import dataclasses
 import json
 import os
 import warnings
@@ -25,6 +25,7 @@ import warnings
 import numpy as np
 
 from kbert.config import BertConfig, ConfigError, check_keras_hub_config
+from kbert.convert.keras_hub_classifier import ClassifierHead, text_classifier
 from kbert.convert.weights import CheckpointError, check_weights, expected_shapes
 
 PRESET_CONFIG = "config.json"
@@ -200,17 +201,6 @@ PRESET_FILES = (PRESET_CONFIG, PRESET_WEIGHTS, "metadata.json", "tokenizer.json"
 preset, which a new one may replace without `overwrite`."""
 
 
-@dataclasses.dataclass
-class ClassifierHead:
-    """What keras-hub's `BertTextClassifier` adds to its backbone (pooled output -> dropout ->
-    the Dense layer "logits"), as a fine-tuned kbert `BertClassifier` holds it: the Dense
-    layer's kernel [hidden, num_classes] and bias, and the dropout rate."""
-
-    kernel: np.ndarray
-    bias: np.ndarray
-    dropout: float
-
-
 def write_keras_hub_preset(dest, config: BertConfig, weights, *, vocabulary=None,
                            lowercase=True, strip_accents=None,
                            classifier: ClassifierHead | None = None,
@@ -235,7 +225,7 @@ def write_keras_hub_preset(dest, config: BertConfig, weights, *, vocabulary=None
         vocabulary, lowercase, lowercase if strip_accents is None else strip_accents, config)
     task = None
     if classifier is not None:
-        task = _text_classifier(backbone, classifier, tokenizer, sequence_length)
+        task = text_classifier(backbone, classifier, tokenizer, sequence_length)
     with atomic_directory(dest, owned_files=PRESET_FILES, overwrite=overwrite) as staging:
         if task is not None:
             task.save_to_preset(str(staging))  # backbone, preprocessor and tokenizer with it
@@ -244,63 +234,6 @@ def write_keras_hub_preset(dest, config: BertConfig, weights, *, vocabulary=None
             if tokenizer is not None:
                 tokenizer.save_to_preset(str(staging))
     return dest
-
-
-def _text_classifier(backbone, head: ClassifierHead, tokenizer, sequence_length):
-    """keras-hub's `BertTextClassifier` on `backbone` holding `head`; with a tokenizer, its
-    preprocessor packs `sequence_length` tokens (keras-hub's round-robin truncation of a pair
-    keeps what Google's longest-first one keeps)."""
-    import keras_hub
-
-    kernel = np.asarray(head.kernel, np.float32)
-    if kernel.ndim != 2 or kernel.shape[0] != backbone.hidden_dim:
-        raise ValueError(f"a classifier head's kernel must be [{backbone.hidden_dim}, classes], "
-                         f"got {list(kernel.shape)}.")
-    preprocessor = None
-    if tokenizer is not None:
-        if not isinstance(sequence_length, int) or sequence_length < 2:
-            raise ValueError("a classifier preset with a tokenizer needs the sequence length "
-                             f"its inputs are packed to (an integer >= 2), got "
-                             f"{sequence_length!r}.")
-        preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
-            tokenizer, sequence_length=sequence_length)
-    task = keras_hub.models.BertTextClassifier(
-        backbone, num_classes=kernel.shape[1], preprocessor=preprocessor, dropout=head.dropout)
-    task.get_layer("logits").set_weights([kernel, np.asarray(head.bias, np.float32)])
-    return task
-
-
-def read_classifier_head(directory) -> tuple[ClassifierHead, int | None] | None:
-    """The head of a keras-hub `BertTextClassifier` preset (a task.json naming that class) and
-    the sequence length its preprocessor packs (None without one); None for a backbone preset
-    or another keras-hub task. keras-hub builds the task, in Keras' safe mode, to read it."""
-    path = os.path.join(directory, "task.json")
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            task = json.load(f)
-        class_name, config = task.get("class_name"), task["config"]
-        activation = config.get("activation") or "linear"
-    except (OSError, ValueError, AttributeError, KeyError, TypeError) as e:
-        raise CheckpointError(f"keras-hub preset {directory}: cannot read {path}: "
-                              f"{type(e).__name__}: {e}") from None
-    if class_name != "BertTextClassifier":
-        return None
-    if activation != "linear":
-        raise CheckpointError(f"keras-hub preset {directory}: its classifier applies "
-                              f"{activation!r} to the logits; kbert's BertClassifier outputs "
-                              "raw logits (train it with from_logits=True).")
-    import keras_hub
-
-    try:
-        classifier = keras_hub.models.BertTextClassifier.from_preset(os.fspath(directory))
-    except Exception as e:  # h5py, Keras and keras-hub raise many kinds
-        raise CheckpointError(f"keras-hub preset {directory}: cannot load its "
-                              f"BertTextClassifier: {type(e).__name__}: {e}") from None
-    kernel, bias = classifier.get_layer("logits").get_weights()
-    length = getattr(classifier.preprocessor, "sequence_length", None)
-    return ClassifierHead(kernel, bias, float(classifier.dropout)), length
 
 
 def _tokenizer(vocabulary, lowercase, strip_accents, config):

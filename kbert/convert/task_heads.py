@@ -14,7 +14,8 @@ The token and span classes have no pooler, so its weights are not written; read 
 checkpoint of theirs gets a freshly drawn pooler (unused by those heads), as transformers gives
 one. `read_task_head` reads a head for `BertTask.from_pretrained`, from transformers' classes,
 from keras-hub's one BERT task, `BertTextClassifier` (a `BertClassifier`'s head), and from the
-checkpoints of Google's run_classifier.py and run_squad.py (`kbert.convert.google`).
+checkpoints of Google's run_classifier.py and run_squad.py (`GOOGLE_TASK_HEADS`: their variable
+names; `kbert.convert.google` reads and writes them).
 
 Duck-typed by class name and layer name, so this format code imports no model class.
 """
@@ -34,6 +35,16 @@ HF_TASK_CLASSES = {
 }
 
 LABELLED = ("BertClassifier", "BertTokenClassifier")  # heads with num_classes and label names
+
+# The heads of google-research/bert's fine-tuning scripts, by the kbert class that holds them:
+# (kbert's Dense layer, the head's two variables). Both scripts make the weights
+# [outputs, hidden] and compute `matmul(x, output_weights, transpose_b=True) + output_bias`
+# (run_classifier.py `create_model` on the pooled output; run_squad.py `create_model` on every
+# token, start logits from row 0 and end logits from row 1).
+GOOGLE_TASK_HEADS = {
+    "BertClassifier": ("classifier", "output_weights", "output_bias"),
+    "BertSpanLabeler": ("span_logits", "cls/squad/output_weights", "cls/squad/output_bias"),
+}
 
 
 @dataclasses.dataclass
@@ -82,6 +93,21 @@ def task_head(model, label_names=None):
                                       else "single_label_classification")
     return TaskHead(architecture, {f"{hf_name}.weight": kernel.T, f"{hf_name}.bias": bias},
                     config, pooler)
+
+
+def google_task_head(model) -> dict[str, np.ndarray]:
+    """{Google variable name: array} of a fine-tuned `BertClassifier` or `BertSpanLabeler`'s
+    head, as Google's fine-tuning scripts name and shape it (`GOOGLE_TASK_HEADS`). Duck-typed
+    by class and layer name: no model class is imported."""
+    kind = type(model).__name__
+    if kind not in GOOGLE_TASK_HEADS:
+        raise ValueError(f"Google's fine-tuning scripts have heads for classification "
+                         f"(run_classifier.py) and SQuAD (run_squad.py) only, not a {kind}; "
+                         "save its encoder with save_google(model.backbone, ...), or the whole "
+                         "model with save_hf.")
+    layer, weights_name, bias_name = GOOGLE_TASK_HEADS[kind]
+    kernel, bias = (np.asarray(w, np.float32) for w in model.get_layer(layer).get_weights())
+    return {weights_name: kernel.T, bias_name: bias}
 
 
 def fine_tuned_kind(path):
@@ -193,7 +219,7 @@ def read_task_head(path, kind, allow_pickle=False):
 
 def _keras_hub_head(path, kind):
     """A keras-hub `BertTextClassifier` preset's head, for a `BertClassifier`."""
-    from kbert.convert.keras_hub import read_classifier_head
+    from kbert.convert.keras_hub_classifier import read_classifier_head
 
     read = read_classifier_head(path) if kind == "BertClassifier" else None
     if read is None:
