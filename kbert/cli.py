@@ -93,7 +93,8 @@ def _evaluate(args) -> int:
     from kbert.training.finetune import evaluate_run
 
     metrics = evaluate_run(args.model, task=args.task, split=args.split, data_dir=args.data_dir,
-                           max_eval_examples=args.max_eval_examples)
+                           max_eval_examples=args.max_eval_examples,
+                           allow_pickle=args.allow_pickle)
     split = metrics["split"]
     output = pathlib.Path(args.output or pathlib.Path(args.model) / f"eval_{split}")
     output.mkdir(parents=True, exist_ok=True)
@@ -104,7 +105,7 @@ def _evaluate(args) -> int:
 
 
 def _predict(args) -> int:
-    """Answers raw text with a fine-tuned run: labels, answers or entities."""
+    """Answers raw text with a fine-tuned run or checkpoint: labels, answers or entities."""
     import json
 
     from kbert.training.finetune import predict_run
@@ -120,7 +121,8 @@ def _predict(args) -> int:
         return _predict_file(args)
     if args.output is not None or args.batch_size is not None:
         raise ValueError("--output and --batch-size go with --input (a file of inputs).")
-    print(json.dumps(predict_run(args.model, allow_pickle=args.allow_pickle, **inputs),
+    print(json.dumps(predict_run(args.model, allow_pickle=args.allow_pickle, task=args.task,
+                                 data_dir=args.data_dir, **inputs),
                      indent=2, ensure_ascii=False))
     return 0
 
@@ -146,7 +148,8 @@ def _predict_file(args) -> int:
             count = 0
             for count, answer in enumerate(
                     predict_requests(args.model, source, args.batch_size,
-                                     allow_pickle=args.allow_pickle), 1):
+                                     allow_pickle=args.allow_pickle, task=args.task,
+                                     data_dir=args.data_dir), 1):
                 out.write(json.dumps(answer, ensure_ascii=False) + "\n")
         if target:
             os.replace(staging, target)

@@ -91,17 +91,24 @@ def _vocab_parser(commands):
 def _evaluate_parser(commands):
     evaluate = subcommand(
         commands, "evaluate", "score a fine-tuned model on a task split",
-        "Load a `kbert finetune` output directory and score it with the task's "
-        "standard metrics. Writes OUTPUT/metrics.json.",
+        "Load a `kbert finetune` output directory, or a checkpoint directory holding a "
+        "fine-tuned head (transformers, keras-hub, Google's scripts), and score it with the "
+        "task's standard metrics. Writes OUTPUT/metrics.json.",
         "  kbert evaluate runs/sentiment                  # its own task, test split\n"
-        "  kbert evaluate runs/sentiment --split dev --max-eval-examples 500")
-    evaluate.add_argument("model", help="a kbert finetune output directory")
-    evaluate.add_argument("--task", help="default: the task the model was trained on")
+        "  kbert evaluate runs/sentiment --split dev --max-eval-examples 500\n"
+        "  kbert evaluate my_hf_squad_model/ --task squad # SQuAD v1.1 dev, official metric")
+    evaluate.add_argument("model", help="a kbert finetune output directory, or a fine-tuned "
+                                        "checkpoint directory (as for export)")
+    evaluate.add_argument("--task", help="default: the task the model was trained on (a "
+                                         "checkpoint needs one)")
     evaluate.add_argument("--split", choices=("train", "dev", "test"),
                           help="default: test (SQuAD: dev, its only public split)")
     evaluate.add_argument("--data-dir", help="directory of a GLUE task's TSV files")
     evaluate.add_argument("--max-eval-examples", type=positive_int, help="score a fixed subset")
     evaluate.add_argument("--output", help="default: MODEL/eval_SPLIT")
+    evaluate.add_argument("--allow-pickle", action="store_true",
+                          help="read a checkpoint's pytorch_model.bin (unpickling runs code: "
+                               "trusted files only)")
     return evaluate
 
 
@@ -118,7 +125,8 @@ def _predict_parser(commands):
         "  kbert predict runs/mmlu --text 'What is 2 + 2?' --choice 3 --choice 4 "
         "--choice 5 --choice 22\n"
         "  kbert predict runs/sentiment --input reviews.jsonl --output answers.jsonl\n"
-        "  kbert predict my_hf_classifier/ --text 'A joy to watch.'   # transformers' labels")
+        "  kbert predict my_hf_classifier/ --text 'A joy to watch.'   # transformers' labels\n"
+        "  kbert predict my_hf_squad_model/ --task squad2 --question ... --context ...")
     predict.add_argument("model", help="a kbert finetune output directory, or a fine-tuned "
                                        "checkpoint directory (as for export)")
     predict.add_argument("--text")
@@ -130,6 +138,10 @@ def _predict_parser(commands):
                               "trusted files only)")
     predict.add_argument("--question")
     predict.add_argument("--context")
+    predict.add_argument("--task", help="answer as this task (default: as the run was trained; "
+                                        "a checkpoint as its head says, SQuAD v1.1 for spans; "
+                                        "squad2 lets it answer nothing)")
+    predict.add_argument("--data-dir", help="with --task glue: its directory of TSV files")
     predict.add_argument(
         "--input", metavar="FILE",
         help="many inputs instead: a JSON-lines file (- for standard input), one object a line "

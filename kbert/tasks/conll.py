@@ -28,6 +28,7 @@ class ConllTask(TaskSpec):
     kind = "token_classification"
     metric = "f1"
     modes = ("finetune", "feature")
+    model_classes = ("BertTokenClassifier",)
 
     def __init__(self, data_dir=None, scheme="auto", label_names=None, lstm_units=128,
                  batching="random"):
@@ -56,6 +57,13 @@ class ConllTask(TaskSpec):
             self._label_names = (list(CONLL2003_LABELS) if tags <= set(CONLL2003_LABELS)
                                  else ["O"] + sorted(tags - {"O"}))
         return self._label_names
+
+    def fit_to(self, model, label_names=None):
+        """A tagger decodes by its own tag order (its saved `label_names`), whatever order the
+        data's tags would give; a tag of the data it lacks is named when features are made."""
+        super().fit_to(model)
+        if model.label_names is not None:
+            self._label_names = list(model.label_names)
 
     def build(self, backbone, tokenizer, sequence_length, mode="finetune"):
         from kbert.models import BertTokenClassifier

@@ -44,6 +44,30 @@ class SentenceTask(TaskSpec):
     def splits(self):
         return self.task.splits
 
+    @property
+    def model_classes(self):
+        if self.kind == "multiple_choice":
+            return ("BertMultipleChoice",)
+        if self.kind == "regression":
+            return ("BertClassifier",)
+        return ("BertClassifier", "BertFeatureClassifier")
+
+    def fit_to(self, model, label_names=None):
+        """Besides the head's kind, its number of outputs must be the task's; a classifier whose
+        `label_names` are this task's, in another order or case, has its head's columns put in
+        the task's order (as transformers' run_glue.py matches `label2id` to a dataset's
+        labels); other names are the model's own, so its ids are read as the task's, with a
+        warning that says so (run_glue.py's rule too)."""
+        super().fit_to(model)
+        multiple_choice = self.kind == "multiple_choice"
+        count = model.num_choices if multiple_choice else model.num_classes
+        if count != self.task.num_classes:
+            what = "choices" if multiple_choice else "outputs"
+            raise ValueError(f"Task {self.name!r} has {self.task.num_classes} {what}; the "
+                             f"model has {count}.")
+        if label_names and self.task.label_names and self.kind == "classification":
+            _align_labels(model, [str(n) for n in label_names], list(self.task.label_names))
+
     def build(self, backbone, tokenizer, sequence_length, mode="finetune"):
         from kbert.models import BertClassifier, BertFeatureClassifier, BertMultipleChoice
         from kbert.text import BertPreprocessor
@@ -133,3 +157,19 @@ class SentenceTask(TaskSpec):
         return {"label_names": list(self.task.label_names) if self.task.label_names else None,
                 "num_classes": self.task.num_classes, "sentence_pair": self.task.is_pair,
                 "data_dir": None if self.data_dir is None else str(self.data_dir)}
+
+
+def _align_labels(model, model_names, task_names):
+    """Reorders the classifier's output columns from `model_names` to `task_names` when they
+    name the same labels (case aside); warns when they do not."""
+    import warnings
+
+    ids = {name.lower(): i for i, name in enumerate(model_names)}
+    if sorted(ids) != sorted(n.lower() for n in task_names):
+        warnings.warn(f"The model's labels {model_names} are not the task's {task_names}: "
+                      "its label ids are read as the task's.", stacklevel=3)
+        return
+    order = [ids[name.lower()] for name in task_names]
+    head = model.get_layer("classifier")
+    kernel, bias = head.get_weights()
+    head.set_weights([kernel[:, order], bias[order]])

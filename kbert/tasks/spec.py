@@ -56,6 +56,17 @@ class TaskSpec:
     sequence_length = 128
     metric = "accuracy"
     modes = ("finetune",)
+    model_classes = ("BertClassifier",)  # the task model classes whose head fits the task
+
+    def fit_to(self, model, label_names=None):
+        """Checks that `model`'s head fits this task, so that a model trained elsewhere or for
+        another task is refused by name rather than scored on outputs that mean something
+        else; subclasses also take what the model fixes (its tag order, its named labels).
+        `label_names`: the model's class names in id order, where its checkpoint has them."""
+        kinds = {k.__name__ for k in type(model).__mro__}
+        if not kinds & set(self.model_classes):
+            raise ValueError(f"Task {self.name!r} takes a {' or '.join(self.model_classes)}; "
+                             f"the model is a {type(model).__name__}.")
 
     def splits(self) -> dict:
         """{"train", "dev"[, "test"]} → lists of examples."""

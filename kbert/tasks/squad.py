@@ -26,6 +26,7 @@ class SquadTask(TaskSpec):
     """SQuAD `version` "1.1" or "2.0" (v2.0 built from v1.1 when no v2.0 files are given)."""
 
     kind = "span"
+    model_classes = ("BertSpanLabeler",)
     sequence_length = 384
     metric = "f1"
 

@@ -47,11 +47,13 @@ def read_requests(lines):
         yield number, request
 
 
-def predict_requests(run_dir, lines, batch_size=64, allow_pickle=False):
-    """Yields the answer to each request line of `lines` (JSON-able), in order."""
+def predict_requests(run_dir, lines, batch_size=64, allow_pickle=False, task=None,
+                     data_dir=None):
+    """Yields the answer to each request line of `lines` (JSON-able), in order (`task`,
+    `data_dir`: as `open_predictor`)."""
     from kbert.training.finetune import open_predictor
 
-    spec, model = open_predictor(run_dir, allow_pickle)
+    spec, model = open_predictor(run_dir, allow_pickle, task, data_dir)
     keys = first = None
     requests = read_requests(lines)
     while chunk := list(itertools.islice(requests, batch_size)):

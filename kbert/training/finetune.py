@@ -192,39 +192,63 @@ def _run_metrics(spec, config, results, settings, sizes, final_loss, train_secon
             "train_seconds": round(train_seconds, 1), "eval_seconds": round(eval_seconds, 1)}
 
 
-def evaluate_run(run_dir, task=None, split="test", data_dir=None, max_eval_examples=None,
-                 batch_size=64):
-    """Scores a run directory on one split of `task` (default: the task it was trained on,
-    with the data directory and options it was trained with); returns the metrics."""
-    run = RunDirectory.open(run_dir)
-    info = run.info
-    spec = get_spec(task or info["task"], data_dir or info.get("data_dir"),
-                    **({} if task else info.get("task_options", {})))
+def evaluate_run(path, task=None, split=None, data_dir=None, max_eval_examples=None,
+                 batch_size=64, allow_pickle=False):
+    """Scores a run directory, or a checkpoint directory holding a fine-tuned head
+    (transformers, keras-hub, Google's scripts), on one split of `task` (default for a run: the
+    task it was trained on, with the data directory and options it was trained with; a
+    checkpoint names no task, so it needs one); returns the metrics."""
+    model, info, label_names = open_model(path, allow_pickle)
+    if task is None and info is None:
+        raise ValueError(f"{path} is a fine-tuned checkpoint, not a kbert run, so it names no "
+                         "task to score it on: give one, e.g. task=squad.")
+    if task is None:
+        spec = get_spec(info["task"], data_dir or info.get("data_dir"),
+                        **info.get("task_options", {}))
+    else:
+        spec = get_spec(task, data_dir)
+    spec.fit_to(model, label_names)
     split = split or ("test" if spec.splits().get("test") else "dev")
     if not spec.splits().get(split):
         raise ValueError(f"Task {spec.name!r} has no {split!r} split; it has "
                          f"{sorted(k for k, v in spec.splits().items() if v)}.")
     examples = subset(spec.splits()[split], max_eval_examples, EVAL_SEED)
-    metrics, _ = spec.evaluate(run.load_model(), examples, batch_size)
+    metrics, _ = spec.evaluate(model, examples, batch_size)
     return {**metrics, "split": split, "task": spec.name, "examples": len(examples)}
 
 
-def open_predictor(run_dir, allow_pickle=False):
-    """(task spec, model) of a fine-tuned run, or of a checkpoint directory holding a
-    fine-tuned head (transformers, keras-hub, Google: `spec_of_model`), for answering raw
-    input."""
+def open_model(path, allow_pickle=False):
+    """(model, run.json, label names) of a run directory; (model, None, its label names) of a
+    checkpoint directory holding a fine-tuned head (`fine_tuned_model`)."""
     from kbert.convert.task_heads import hf_label_names
     from kbert.tasks.pretrained import fine_tuned_model
 
-    model = fine_tuned_model(run_dir, allow_pickle)
+    model = fine_tuned_model(path, allow_pickle)
     if model is not None:
-        return spec_of_model(model, hf_label_names(run_dir)), model
-    run = RunDirectory.open(run_dir)
-    return spec_of_run(run.info), run.load_model()
+        return model, None, hf_label_names(path)
+    run = RunDirectory.open(path)
+    info = run.info  # first: a broken run.json is named before the model is read
+    return run.load_model(), info, info.get("label_names")
 
 
-def predict_run(run_dir, allow_pickle=False, **inputs):
-    """`kbert predict`: the run's model on raw input (text; text + text_pair; question +
-    context; text + choices), answered by its task's spec."""
-    spec, model = open_predictor(run_dir, allow_pickle)
+def open_predictor(path, allow_pickle=False, task=None, data_dir=None):
+    """(task spec, model) for answering raw input with a fine-tuned run or a checkpoint
+    directory holding a fine-tuned head. Without `task`, a run answers as it was trained
+    (`spec_of_run`) and a checkpoint as its head says (`spec_of_model`: SQuAD v1.1 for spans);
+    with one, as that task (e.g. "squad2": a checkpoint's span model may answer nothing)."""
+    model, info, label_names = open_model(path, allow_pickle)
+    if task is not None:
+        spec = get_spec(task, data_dir)
+        spec.fit_to(model, label_names)
+    elif info is not None:
+        spec = spec_of_run(info)
+    else:
+        spec = spec_of_model(model, label_names)
+    return spec, model
+
+
+def predict_run(path, allow_pickle=False, task=None, data_dir=None, **inputs):
+    """`kbert predict`: the model of a run or fine-tuned checkpoint on raw input (text; text +
+    text_pair; question + context; text + choices), answered by its task's spec."""
+    spec, model = open_predictor(path, allow_pickle, task, data_dir)
     return spec.predict(model, **inputs)
