@@ -163,7 +163,8 @@ def _export_parser(commands):
         "regress) API.",
         "  kbert export runs/sentiment saved_models/sentiment --labels negative,positive\n"
         "  kbert export runs/qnli saved_models/qnli --pair --version 3\n"
-        "  kbert export my_hf_classifier/ saved_models/mine   # transformers' id2label names")
+        "  kbert export my_hf_classifier/ saved_models/mine   # transformers' id2label names\n"
+        "  kbert export my_hf_squad_model/ saved_models/qa --task squad2")
     export.add_argument("model", help="a kbert finetune output dir, a fine-tuned checkpoint "
                                       "dir (transformers task class, keras-hub "
                                       "BertTextClassifier, Google run_classifier/run_squad), "
@@ -178,8 +179,10 @@ def _export_parser(commands):
     export.add_argument("--labels", help="comma-separated label names, in label-id order")
     export.add_argument("--pair", action="store_true",
                         help="inputs are text + text_pair (default: as the run was trained)")
-    export.add_argument("--task", help="classifier, multiple_choice, backbone or features, "
-                                       "for a plain Keras model")
+    export.add_argument("--task", help="export a run or checkpoint as this kbert task (e.g. "
+                                       "squad2: answers may be empty); for a plain Keras "
+                                       "model, classifier, multiple_choice, backbone or "
+                                       "feature_extractor")
     export.add_argument("--allow-pickle", action="store_true",
                         help="read a checkpoint's pytorch_model.bin (unpickling runs code: "
                              "trusted files only)")

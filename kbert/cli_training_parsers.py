@@ -80,7 +80,8 @@ def finetune_parser(commands):
                                "or glue:<NAME> with --data-dir (default: sentiment)")
     start = finetune.add_mutually_exclusive_group()
     start.add_argument("--init", help="pretrained weights: a checkpoint dir or weights preset "
-                                      "(default: minilm_l6_h384_uncased)")
+                                      "(default: minilm_l6_h384_uncased); a checkpoint "
+                                      "fine-tuned for the task brings its head too")
     start.add_argument("--preset", help="train from random weights of this size preset "
                                         "(tiny, mini, small, medium, base, large)")
     finetune.add_argument("--epochs", type=positive_int, default=3)

@@ -224,11 +224,18 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
         checkpoint). Neither → token-id signatures only.
       sequence_length: repack at this length (default: the preprocessor's).
       label_names: a list, or a comma-separated string (default: the run's).
-      sentence_pair, task, version, warmup_texts, overwrite: as `export_saved_model`.
+      task: a kbert task name ("squad2", "sentiment", ...: a run or checkpoint directory is
+        exported as that task, as `kbert predict --task` answers), or an
+        `export_saved_model` task name for a plain Keras model.
+      sentence_pair, version, warmup_texts, overwrite: as `export_saved_model`.
       allow_pickle: read a checkpoint directory's pytorch_model.bin (trusted files only).
     Returns the version directory written.
     """
-    info, model = _load_model(pathlib.Path(model_path), allow_pickle)
+    from kbert.export.serving_tasks import TASKS
+
+    kbert_task = None if task is None or task in TASKS else task
+    info, model = _load_model(pathlib.Path(model_path), allow_pickle, kbert_task)
+    task = None if kbert_task else task
     if isinstance(label_names, str):
         label_names = [n.strip() for n in label_names.split(",") if n.strip()]
     preprocessor = _preprocessor(model, vocabulary, lowercase, sequence_length)
@@ -244,27 +251,21 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
                               **squad)
 
 
-def _load_model(model_path, allow_pickle=False):
-    """(the run's run.json, its model) for a run directory; for a checkpoint directory holding
-    a fine-tuned head (transformers' task classes, keras-hub's BertTextClassifier, Google's
-    run_classifier.py / run_squad.py), its task model with what the checkpoint says of it
-    (label names); ({}, the model) for a .keras file."""
+def _load_model(model_path, allow_pickle=False, task=None):
+    """(what the task says of the model: kind, label names, pair-ness, SQuAD version and
+    options; the model) for a run directory or a checkpoint directory holding a fine-tuned
+    head (`open_task_model`, as `kbert predict` reads them, `task` a kbert task name or None);
+    ({}, the model) for a .keras file."""
     import keras
 
-    from kbert.convert.task_heads import hf_label_names
-    from kbert.runs import RunDirectory
-    from kbert.tasks.pretrained import fine_tuned_model
+    from kbert.tasks.pretrained import open_task_model
 
     if model_path.is_dir():
-        model = fine_tuned_model(model_path, allow_pickle)
-        if model is not None:
-            if type(model).__name__ != "BertClassifier":  # a tagger holds its tags
-                return {}, model
-            if model.num_classes == 1:
-                return {"kind": "regression"}, model
-            return {"kind": "classification", "label_names": hf_label_names(model_path)}, model
-        run = RunDirectory.open(model_path)
-        return run.info, run.load_model()
+        spec, model = open_task_model(model_path, task, allow_pickle=allow_pickle)
+        return {"kind": spec.kind, **spec.info()}, model
+    if task is not None:
+        raise ValueError(f"task={task!r} names a kbert task, for a run or checkpoint "
+                         f"directory; {model_path} is a saved Keras model.")
     if model_path.is_file():
         return {}, keras.saving.load_model(model_path, compile=False, safe_mode=True)
     raise FileNotFoundError(f"No run directory or saved Keras model at {model_path}.")

@@ -1,4 +1,6 @@
-"""`BertTask.from_pretrained`: a task model in one call, from a run directory or a preset."""
+"""Task models in one call: `BertTask.from_pretrained` from a run directory or a preset, and
+the model with its task spec from a run or a fine-tuned checkpoint directory (`open_task_model`:
+what `kbert evaluate`, `predict` and `export` read)."""
 
 from kbert.config import pop_rates
 from kbert.runs import RunDirectory
@@ -83,6 +85,41 @@ def _fine_tuned_head(cls, name_or_dir, allow_pickle=False):
     return read_task_head(preset.directory, cls.__name__, allow_pickle=allow_pickle)
 
 
+def start_from_fine_tuned_head(model, init, label_names=None):
+    """Fills the head of `model`, a task model just built on `init`'s encoder, from the head
+    `init` holds for the same task, as transformers' `from_pretrained` goes on from a
+    fine-tuned model (a sentiment classifier trained further, a SQuAD model on new questions).
+    Its outputs follow the task's `label_names` where the checkpoint names the same labels in
+    another order (`label_order`); other names keep their ids, with a warning. Returns whether
+    a head was taken: not when `init` holds none for this task, or one of another size (a new
+    head trains, with a warning)."""
+    import warnings
+
+    from kbert.convert.task_heads import hf_label_names
+    from kbert.presets import resolve_preset
+    from kbert.tasks.spec import label_order
+
+    head = _fine_tuned_head(type(model), init)
+    if head is None:
+        return False
+    layer = model.get_layer(head.layer)
+    kernel, bias = head.weights
+    if layer.kernel.shape != kernel.shape:
+        warnings.warn(f"{init} holds a {type(model).__name__} head of {kernel.shape[-1]} "
+                      f"outputs, not this task's {layer.kernel.shape[-1]}: a new head trains.",
+                      stacklevel=2)
+        return False
+    names = head.kwargs.get("label_names") or hf_label_names(resolve_preset(init).directory)
+    order = label_order(names, label_names) if names and label_names else None
+    if order is not None:
+        kernel, bias = kernel[:, order], bias[order]
+    elif names and label_names:
+        warnings.warn(f"{init}'s head names the labels {names}, not the task's {label_names}: "
+                      "its label ids are trained as the task's.", stacklevel=2)
+    layer.set_weights([kernel, bias])
+    return True
+
+
 def fine_tuned_model(path, allow_pickle=False):
     """The task model, head included, of a checkpoint directory that holds a fine-tuned head
     (transformers' task classes, keras-hub's BertTextClassifier, Google's run_classifier.py /
@@ -98,3 +135,35 @@ def fine_tuned_model(path, allow_pickle=False):
     kind = fine_tuned_kind(path)
     return None if kind is None else getattr(models, kind).from_pretrained(
         str(path), allow_pickle=allow_pickle)
+
+
+def open_model(path, allow_pickle=False):
+    """(model, run.json, label names) of a run directory; (model, None, its label names) of a
+    checkpoint directory holding a fine-tuned head (`fine_tuned_model`)."""
+    from kbert.convert.task_heads import hf_label_names
+
+    model = fine_tuned_model(path, allow_pickle)
+    if model is not None:
+        return model, None, hf_label_names(path)
+    run = RunDirectory.open(path)
+    info = run.info  # first: a broken run.json is named before the model is read
+    return run.load_model(), info, info.get("label_names")
+
+
+def open_task_model(path, task=None, data_dir=None, allow_pickle=False):
+    """(task spec, model) for answering raw input with a fine-tuned run or a checkpoint
+    directory holding a fine-tuned head. Without `task`, a run answers as it was trained
+    (`spec_of_run`) and a checkpoint as its head says (`spec_of_model`: SQuAD v1.1 for spans);
+    with one, as that task (its spec fitted to the model: "squad2" lets a checkpoint's span
+    model answer nothing, "sentiment" gives its labels)."""
+    from kbert.tasks import get_spec, spec_of_model, spec_of_run
+
+    model, info, label_names = open_model(path, allow_pickle)
+    if task is not None:
+        spec = get_spec(task, data_dir)
+        spec.fit_to(model, label_names)
+    elif info is not None:
+        spec = spec_of_run(info)
+    else:
+        spec = spec_of_model(model, label_names)
+    return spec, model

@@ -4,7 +4,7 @@
 import numpy as np
 
 from kbert.models.xla import pad_multiple
-from kbert.tasks.spec import TaskSpec
+from kbert.tasks.spec import TaskSpec, label_order
 
 
 def _model_inputs(examples, kind):
@@ -35,6 +35,10 @@ class SentenceTask(TaskSpec):
         builds and answers like the spec that trained the run, wherever the run is copied."""
         from kbert.data.tasks import Task
 
+        missing = [k for k in ("num_classes", "sentence_pair") if k not in info]
+        if missing:
+            raise ValueError(f"run.json of task {info['task']!r} lacks {', '.join(missing)}: "
+                             "it was not written by kbert finetune.")
         names = info.get("label_names")
         task = Task(info["task"], info["kind"], info["num_classes"], splits={},
                     label_names=tuple(names) if names else None,
@@ -161,15 +165,14 @@ class SentenceTask(TaskSpec):
 
 def _align_labels(model, model_names, task_names):
     """Reorders the classifier's output columns from `model_names` to `task_names` when they
-    name the same labels (case aside); warns when they do not."""
+    name the same labels (`label_order`); warns when they do not."""
     import warnings
 
-    ids = {name.lower(): i for i, name in enumerate(model_names)}
-    if sorted(ids) != sorted(n.lower() for n in task_names):
+    order = label_order(model_names, task_names)
+    if order is None:
         warnings.warn(f"The model's labels {model_names} are not the task's {task_names}: "
                       "its label ids are read as the task's.", stacklevel=3)
         return
-    order = [ids[name.lower()] for name in task_names]
     head = model.get_layer("classifier")
     kernel, bias = head.get_weights()
     head.set_weights([kernel[:, order], bias[order]])

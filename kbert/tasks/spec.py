@@ -38,6 +38,16 @@ def sequence_predictions(model, features, batch_size=64, fill=0.0):
     return keras.tree.map_structure(lambda *parts: np.concatenate(parts)[back], *outputs)
 
 
+def label_order(model_names, task_names):
+    """The model's output index for each of `task_names`, when `model_names` name the same
+    labels in any order or case (transformers' run_glue.py matches `label2id` to a dataset's
+    labels so); None when they name other labels."""
+    ids = {str(name).lower(): i for i, name in enumerate(model_names)}
+    if sorted(ids) != sorted(str(n).lower() for n in task_names):
+        return None
+    return [ids[str(name).lower()] for name in task_names]
+
+
 def subset(examples, limit, seed):
     """A fixed random subset of `limit` examples (all of them when `limit` is None)."""
     if limit is not None and limit < 1:

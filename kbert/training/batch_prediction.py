@@ -50,10 +50,10 @@ def read_requests(lines):
 def predict_requests(run_dir, lines, batch_size=64, allow_pickle=False, task=None,
                      data_dir=None):
     """Yields the answer to each request line of `lines` (JSON-able), in order (`task`,
-    `data_dir`: as `open_predictor`)."""
-    from kbert.training.finetune import open_predictor
+    `data_dir`: as `open_task_model`)."""
+    from kbert.tasks.pretrained import open_task_model
 
-    spec, model = open_predictor(run_dir, allow_pickle, task, data_dir)
+    spec, model = open_task_model(run_dir, task, data_dir, allow_pickle)
     keys = first = None
     requests = read_requests(lines)
     while chunk := list(itertools.islice(requests, batch_size)):

@@ -25,7 +25,8 @@ import keras
 from kbert.atomic import removed_if_unfinished
 from kbert.models.xla import pad_multiple
 from kbert.runs import RunDirectory
-from kbert.tasks import EVAL_SEED, get_spec, spec_of_model, spec_of_run, subset
+from kbert.tasks import EVAL_SEED, get_spec, subset
+from kbert.tasks.pretrained import open_model, open_task_model, start_from_fine_tuned_head
 from kbert.training import finetune_checkpoints as resumable
 from kbert.training.finetune_config import FinetuneConfig
 from kbert.training.optimizer import make_optimizer
@@ -120,6 +121,7 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
                                          **config.dropout_rates)
     sequence_length = config.sequence_length or spec.sequence_length
     model = spec.build(backbone, tokenizer, sequence_length, config.mode)
+    start_from_fine_tuned_head(model, config.init, spec.info().get("label_names"))
     plan = resumable.plan_steps(config, None if config.steps else max(
         1, math.ceil(spec.train_size(train, model) / config.batch_size)))
     total_steps = plan.total_steps
@@ -217,38 +219,8 @@ def evaluate_run(path, task=None, split=None, data_dir=None, max_eval_examples=N
     return {**metrics, "split": split, "task": spec.name, "examples": len(examples)}
 
 
-def open_model(path, allow_pickle=False):
-    """(model, run.json, label names) of a run directory; (model, None, its label names) of a
-    checkpoint directory holding a fine-tuned head (`fine_tuned_model`)."""
-    from kbert.convert.task_heads import hf_label_names
-    from kbert.tasks.pretrained import fine_tuned_model
-
-    model = fine_tuned_model(path, allow_pickle)
-    if model is not None:
-        return model, None, hf_label_names(path)
-    run = RunDirectory.open(path)
-    info = run.info  # first: a broken run.json is named before the model is read
-    return run.load_model(), info, info.get("label_names")
-
-
-def open_predictor(path, allow_pickle=False, task=None, data_dir=None):
-    """(task spec, model) for answering raw input with a fine-tuned run or a checkpoint
-    directory holding a fine-tuned head. Without `task`, a run answers as it was trained
-    (`spec_of_run`) and a checkpoint as its head says (`spec_of_model`: SQuAD v1.1 for spans);
-    with one, as that task (e.g. "squad2": a checkpoint's span model may answer nothing)."""
-    model, info, label_names = open_model(path, allow_pickle)
-    if task is not None:
-        spec = get_spec(task, data_dir)
-        spec.fit_to(model, label_names)
-    elif info is not None:
-        spec = spec_of_run(info)
-    else:
-        spec = spec_of_model(model, label_names)
-    return spec, model
-
-
 def predict_run(path, allow_pickle=False, task=None, data_dir=None, **inputs):
     """`kbert predict`: the model of a run or fine-tuned checkpoint on raw input (text; text +
     text_pair; question + context; text + choices), answered by its task's spec."""
-    spec, model = open_predictor(path, allow_pickle, task, data_dir)
+    spec, model = open_task_model(path, task, data_dir, allow_pickle)
     return spec.predict(model, **inputs)

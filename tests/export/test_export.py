@@ -419,7 +419,8 @@ def test_export_from_cli(tiny, tmp_path):
     # A run directory: the model holds its preprocessor, run.json the label names.
     model = BertClassifier(backbone, num_classes=2, preprocessor=pre)
     RunDirectory(tmp_path / "run").save(model, {"task": "toy", "kind": "classification",
-                                                "settings": {}, "label_names": ["bad", "good"]},
+                                                "settings": {}, "label_names": ["bad", "good"],
+                                                "num_classes": 2, "sentence_pair": False},
                                         {})
     path = export_from_cli(tmp_path / "run", tmp_path / "served", warmup_texts=[])
     expected = tf.nn.softmax(model(pre(texts))).numpy()

@@ -11,6 +11,7 @@ import transformers
 
 from kbert.data.conll import CONLL2003_LABELS
 from kbert.data.tasks import load_task
+from kbert.runs import RunDirectory
 from kbert.tasks import EVAL_SEED, get_spec, subset
 from kbert.training.finetune import evaluate_run, predict_run
 
@@ -41,6 +42,43 @@ def hf_model(minilm_dir, tmp_path_factory):
     return make
 
 
+def sentiment_reference(reference, tokenizer):
+    """48 sentiment dev examples (the subset kbert scores), their texts, transformers'
+    probabilities and its labels (id2label, lower case) for them."""
+    examples = subset(load_task("sentiment").splits["dev"], 48, EVAL_SEED)
+    texts = [text for text, _ in examples]
+    with torch.no_grad():
+        logits = reference(**tokenizer(texts, padding=True, truncation=True,
+                                       max_length=LENGTH, return_tensors="pt")).logits
+    probabilities = torch.softmax(logits, -1).numpy()
+    labels = [reference.config.id2label[i].lower() for i in probabilities.argmax(-1)]
+    assert len(set(labels)) == 2  # both labels are answered: a swap would show
+    return examples, texts, probabilities, labels
+
+
+def conll_reference(reference, tokenizer):
+    """(gold, transformers' tags) for the 40 CoNLL dev sentences kbert scores: the tag at each
+    word's first sub-token, "O" for a word past the 64-token window."""
+    from seqeval.metrics import precision_score
+
+    sentences = subset(get_spec("conll").splits()["dev"], 40, EVAL_SEED)
+    predicted = []
+    for sentence in sentences:
+        encoded = tokenizer(sentence.words, is_split_into_words=True, truncation=True,
+                            max_length=LENGTH, return_tensors="pt")
+        with torch.no_grad():
+            ids = reference(**encoded).logits[0].argmax(-1).tolist()
+        tags = ["O"] * len(sentence.words)
+        for position, word in reversed(list(enumerate(encoded.word_ids()))):
+            if word is not None:
+                tags[word] = reference.config.id2label[ids[position]]  # the first sub-token
+        predicted.append(tags)
+    gold = [s.tags for s in sentences]
+    assert precision_score(gold, predicted) > 0  # some entities are right: the scores test
+    return gold, predicted
+
+
+
 def test_a_classifier_with_its_own_label_order_is_scored_on_the_tasks_labels(hf_model, tmp_path):
     """id2label POSITIVE, NEGATIVE: the reverse of the sentiment task's order, in capitals.
     The labels are matched by name as transformers' run_glue.py matches them, so kbert's
@@ -49,14 +87,7 @@ def test_a_classifier_with_its_own_label_order_is_scored_on_the_tasks_labels(hf_
 
     path, reference, tokenizer = hf_model("BertForSequenceClassification", num_labels=2,
                                           id2label={0: "POSITIVE", 1: "NEGATIVE"})
-    examples = subset(load_task("sentiment").splits["dev"], 48, EVAL_SEED)
-    texts = [text for text, _ in examples]
-    with torch.no_grad():
-        logits = reference(**tokenizer(texts, padding=True, truncation=True,
-                                       max_length=LENGTH, return_tensors="pt")).logits
-    probabilities = torch.softmax(logits, -1).numpy()
-    expected = [reference.config.id2label[i].lower() for i in probabilities.argmax(-1)]
-    assert len(set(expected)) == 2  # both labels are answered: a swap would show
+    examples, texts, probabilities, expected = sentiment_reference(reference, tokenizer)
 
     run(KBERT + ["evaluate", path, "--task", "sentiment", "--split", "dev",
                  "--max-eval-examples", "48", "--output", tmp_path / "scores"])
@@ -82,20 +113,7 @@ def test_a_tagger_is_scored_by_its_own_tag_order(hf_model):
     path, reference, tokenizer = hf_model("BertForTokenClassification",
                                           num_labels=len(HF_CONLL_TAGS),
                                           id2label=dict(enumerate(HF_CONLL_TAGS)))
-    sentences = subset(get_spec("conll").splits()["dev"], 40, EVAL_SEED)
-    predicted = []
-    for sentence in sentences:
-        encoded = tokenizer(sentence.words, is_split_into_words=True, truncation=True,
-                            max_length=LENGTH, return_tensors="pt")
-        with torch.no_grad():
-            ids = reference(**encoded).logits[0].argmax(-1).tolist()
-        tags = ["O"] * len(sentence.words)
-        for position, word in reversed(list(enumerate(encoded.word_ids()))):
-            if word is not None:
-                tags[word] = HF_CONLL_TAGS[ids[position]]  # the first sub-token wins
-        predicted.append(tags)
-    gold = [s.tags for s in sentences]
-    assert precision_score(gold, predicted) > 0  # some entities are right: the scores test
+    gold, predicted = conll_reference(reference, tokenizer)
 
     metrics = evaluate_run(path, task="conll", split="dev", max_eval_examples=40)
     assert metrics["precision"] == pytest.approx(precision_score(gold, predicted))
@@ -157,3 +175,84 @@ def test_a_checkpoint_is_scored_only_on_a_task_its_head_fits(hf_model, capsys):
         evaluate_run(path, task="mmlu")
     with pytest.raises(ValueError, match="'sentiment_score' has 1 outputs; the model has 2"):
         predict_run(path, task="sentiment_score", text="Fine.")
+
+
+SERVE_SPANS = ("import json, sys, tensorflow as tf, tensorflow_text; "
+               "f = tf.saved_model.load(sys.argv[1]).signatures['serving_default']; "
+               "q = json.loads(sys.argv[2]); "
+               "r = f(question=tf.constant(q), context=tf.constant([sys.argv[3]] * len(q))); "
+               "print(json.dumps([[a.decode() for a in r['answer'].numpy()], "
+               "r['null_score_diff'].numpy().tolist()]))")
+
+
+@pytest.mark.slow
+def test_a_question_answerer_exports_as_squad2(hf_model, tmp_path):
+    """`kbert export CHECKPOINT OUT --task squad2`: TF Serving's signature, in a new process,
+    answers nothing where `kbert predict --task squad2` does, and the same spans elsewhere."""
+    from tests.test_cli_processes import KBERT, python, run
+
+    path, _, _ = hf_model("BertForQuestionAnswering", max_position_embeddings=384)
+    questions = ["Who wrote it?", "When did it open?", "What is it made of?", "Why was it built?"]
+    context = "Paris."  # a short context: the random head's null score wins for some questions
+    expected = predict_run(path, task="squad2", question=questions,
+                           context=[context] * len(questions))
+    assert {a["answer"] == "" for a in expected} == {True, False}
+    run(KBERT + ["export", path, tmp_path / "served", "--task", "squad2"])
+    answers, differences = python(SERVE_SPANS, tmp_path / "served" / "1", json.dumps(questions),
+                                  context)
+    assert answers == [a["answer"] for a in expected]
+    np.testing.assert_allclose(differences, [a["null_score_diff"] for a in expected],
+                               atol=1e-4)
+
+
+def test_fine_tuning_goes_on_from_a_checkpoints_head(hf_model, tmp_path):
+    """`kbert finetune --init CHECKPOINT` starts from the head the checkpoint holds for the task,
+    its labels matched by name, as transformers' from_pretrained goes on from a fine-tuned
+    model: after one step at a vanishing rate the run answers as transformers does."""
+    from tests.test_cli_processes import KBERT, run
+
+    path, reference, tokenizer = hf_model("BertForSequenceClassification", num_labels=2,
+                                          id2label={0: "POSITIVE", 1: "NEGATIVE"})
+    examples, texts, probabilities, labels = sentiment_reference(reference, tokenizer)
+    run(KBERT + ["finetune", "--task", "sentiment", "--init", path, "--steps", "1",
+                 "--learning-rate", "1e-12", "--batch-size", "8", "--sequence-length",
+                 str(LENGTH), "--max-eval-examples", "48", "--output", tmp_path / "run"])
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    names = ("negative", "positive")
+    assert metrics["dev"]["accuracy"] == pytest.approx(
+        np.mean([guess == names[label] for guess, (_, label) in zip(labels, examples)]))
+    answers = predict_run(tmp_path / "run", text=texts)
+    assert [a["label"] for a in answers] == labels
+    np.testing.assert_allclose([a["probabilities"] for a in answers],
+                               probabilities[:, ::-1], atol=1e-5)
+
+
+def test_a_tagger_fine_tunes_on_from_its_head_in_the_tasks_tag_order(hf_model, tmp_path):
+    from seqeval.metrics import f1_score
+
+    from kbert.training.finetune import finetune
+
+    path, reference, tokenizer = hf_model("BertForTokenClassification",
+                                          num_labels=len(HF_CONLL_TAGS),
+                                          id2label=dict(enumerate(HF_CONLL_TAGS)))
+    gold, predicted = conll_reference(reference, tokenizer)
+    metrics = finetune("conll", init=str(path), steps=1, learning_rate=1e-12, batch_size=8,
+                       max_train_examples=8, max_eval_examples=40, sequence_length=LENGTH,
+                       output_dir=str(tmp_path / "run"))
+    assert metrics["dev"]["f1"] == pytest.approx(f1_score(gold, predicted))
+    model = RunDirectory.open(tmp_path / "run").load_model()
+    assert model.label_names == list(CONLL2003_LABELS)  # the task's order, the head moved
+
+
+def test_a_head_of_another_size_is_left_out(hf_model, tmp_path):
+    from kbert.models import BertClassifier
+    from kbert.tasks.pretrained import start_from_fine_tuned_head
+
+    path, _, _ = hf_model("BertForSequenceClassification", num_labels=3)
+    model = BertClassifier.from_pretrained(str(path), num_classes=3)
+    fresh = BertClassifier(model.backbone, num_classes=2)
+    before = fresh.get_layer("classifier").get_weights()
+    with pytest.warns(UserWarning, match="head of 3 outputs, not this task's 2: a new head"):
+        assert not start_from_fine_tuned_head(fresh, str(path))
+    for old, new in zip(before, fresh.get_layer("classifier").get_weights()):
+        np.testing.assert_array_equal(old, new)
