@@ -86,21 +86,26 @@ def _print_metrics(metrics, output):
 
 
 def _evaluate(args) -> int:
-    """Scores a fine-tuned run on a task split; writes OUTPUT/metrics.json."""
+    """Scores a fine-tuned run or checkpoint on a task split; writes OUTPUT/metrics.json and,
+    for SQuAD and CoNLL, OUTPUT/predictions.json."""
     import json
     import pathlib
 
     from kbert.training.finetune import evaluate_run
 
-    metrics = evaluate_run(args.model, task=args.task, split=args.split, data_dir=args.data_dir,
-                           max_eval_examples=args.max_eval_examples,
-                           allow_pickle=args.allow_pickle)
+    metrics, predictions = evaluate_run(
+        args.model, task=args.task, split=args.split, data_dir=args.data_dir,
+        max_eval_examples=args.max_eval_examples, allow_pickle=args.allow_pickle,
+        return_predictions=True)
     split = metrics["split"]
     output = pathlib.Path(args.output or pathlib.Path(args.model) / f"eval_{split}")
     output.mkdir(parents=True, exist_ok=True)
-    (output / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    written = ["metrics.json"] + (["predictions.json"] if predictions is not None else [])
+    for name, value in zip(written, (metrics, predictions)):
+        (output / name).write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n",
+                                   encoding="utf-8")
     print(f"{metrics['task']} {split} ({metrics['examples']} examples): " + _format(metrics))
-    print(f"Wrote {output}/metrics.json")
+    print(f"Wrote {', '.join(f'{output}/{name}' for name in written)}")
     return 0
 
 

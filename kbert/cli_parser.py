@@ -93,7 +93,8 @@ def _evaluate_parser(commands):
         commands, "evaluate", "score a fine-tuned model on a task split",
         "Load a `kbert finetune` output directory, or a checkpoint directory holding a "
         "fine-tuned head (transformers, keras-hub, Google's scripts), and score it with the "
-        "task's standard metrics. Writes OUTPUT/metrics.json.",
+        "task's standard metrics. Writes OUTPUT/metrics.json and, for SQuAD (the official "
+        "scripts' {id: answer}) and CoNLL, OUTPUT/predictions.json.",
         "  kbert evaluate runs/sentiment                  # its own task, test split\n"
         "  kbert evaluate runs/sentiment --split dev --max-eval-examples 500\n"
         "  kbert evaluate my_hf_squad_model/ --task squad # SQuAD v1.1 dev, official metric")

@@ -195,11 +195,13 @@ def _run_metrics(spec, config, results, settings, sizes, final_loss, train_secon
 
 
 def evaluate_run(path, task=None, split=None, data_dir=None, max_eval_examples=None,
-                 batch_size=64, allow_pickle=False):
+                 batch_size=64, allow_pickle=False, return_predictions=False):
     """Scores a run directory, or a checkpoint directory holding a fine-tuned head
     (transformers, keras-hub, Google's scripts), on one split of `task` (default for a run: the
     task it was trained on, with the data directory and options it was trained with; a
-    checkpoint names no task, so it needs one); returns the metrics."""
+    checkpoint names no task, so it needs one); returns the metrics, or with
+    `return_predictions` (metrics, predictions): for SQuAD the official scripts' {question id:
+    answer}, for CoNLL each sentence's words, gold and predicted tags, else None."""
     model, info, label_names = open_model(path, allow_pickle)
     if task is None and info is None:
         raise ValueError(f"{path} is a fine-tuned checkpoint, not a kbert run, so it names no "
@@ -215,8 +217,9 @@ def evaluate_run(path, task=None, split=None, data_dir=None, max_eval_examples=N
         raise ValueError(f"Task {spec.name!r} has no {split!r} split; it has "
                          f"{sorted(k for k, v in spec.splits().items() if v)}.")
     examples = subset(spec.splits()[split], max_eval_examples, EVAL_SEED)
-    metrics, _ = spec.evaluate(model, examples, batch_size)
-    return {**metrics, "split": split, "task": spec.name, "examples": len(examples)}
+    metrics, predictions = spec.evaluate(model, examples, batch_size)
+    metrics = {**metrics, "split": split, "task": spec.name, "examples": len(examples)}
+    return (metrics, predictions) if return_predictions else metrics
 
 
 def predict_run(path, allow_pickle=False, task=None, data_dir=None, **inputs):

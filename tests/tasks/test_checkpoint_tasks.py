@@ -144,19 +144,24 @@ def test_a_question_answerer_answers_as_squad2_when_asked(hf_model):
         assert new["answer"] == ("" if none else old["answer"])
 
 
-def test_a_question_answerer_is_scored_on_squad_as_it_answers(hf_model):
-    """`evaluate --task squad` on a checkpoint scores (SQuAD's official metric, ×100) the
-    answers `predict` gives the same dev questions."""
+def test_a_question_answerer_is_scored_on_squad_as_it_answers(hf_model, tmp_path):
+    """`kbert evaluate CHECKPOINT --task squad` writes predictions.json in the official scripts'
+    form ({question id: answer}), the answers `kbert predict` gives, and scores them with
+    SQuAD's official metric (×100)."""
     from kbert.evaluation.squad import squad_metrics
+    from tests.test_cli_processes import KBERT, run
 
     path, _, _ = hf_model("BertForQuestionAnswering", max_position_embeddings=384)
     examples = subset(get_spec("squad").splits()["dev"], 12, EVAL_SEED)
     answers = predict_run(path, question=[e.question for e in examples],
                           context=[e.context for e in examples])
-    expected = squad_metrics({e.id: a["answer"] for e, a in zip(examples, answers)},
-                             {e.id: e.answer_texts for e in examples})
+    run(KBERT + ["evaluate", path, "--task", "squad", "--max-eval-examples", "12",
+                 "--output", tmp_path / "scores"])
+    predictions = json.loads((tmp_path / "scores" / "predictions.json").read_text())
+    assert predictions == {e.id: a["answer"] for e, a in zip(examples, answers)}
+    expected = squad_metrics(predictions, {e.id: e.answer_texts for e in examples})
     assert expected["f1"] > 0  # some overlap with the gold answers: the score tests
-    metrics = evaluate_run(path, task="squad", max_eval_examples=12)
+    metrics = json.loads((tmp_path / "scores" / "metrics.json").read_text())
     assert (metrics["split"], metrics["examples"]) == ("dev", 12)
     assert metrics["exact_match"] == pytest.approx(expected["exact_match"])
     assert metrics["f1"] == pytest.approx(expected["f1"])
