@@ -64,7 +64,7 @@ def _finetune(args) -> int:
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
         mode=args.mode, seed=args.seed, mixed_precision=args.mixed_precision,
         attention_sentence=args.attention_images, xla=args.xla,
-        validate=args.validation, attention=args.attention,
+        validate=args.validation, keep_best=args.keep_best, attention=args.attention,
         hidden_dropout=args.hidden_dropout, attention_dropout=args.attention_dropout)
     _print_metrics(metrics, args.output)
     return 0
@@ -81,6 +81,10 @@ def _format(metrics):
 
 def _print_metrics(metrics, output):
     split = metrics.get("eval_split", "dev")
+    if metrics.get("best_epoch") is not None:
+        scores = ", ".join(f"{s['score']:.4f}" for s in metrics["dev_scores"])
+        print(f"kept epoch {metrics['best_epoch']} of {len(metrics['dev_scores'])} (dev: "
+              f"{scores})")
     print(f"{split}: " + _format(metrics))
     print(f"Wrote {output}/metrics.json, {output}/model.keras, TensorBoard logs in {output}/logs")
 

@@ -127,7 +127,7 @@ def _conll_options(finetune):
 
 
 def _finetune_extras(finetune):
-    """Attention heatmaps, validation, XLA, the attention kernel, dropout rates and mixed
+    """Attention heatmaps, validation and the best epoch, XLA, the attention kernel, dropout rates and mixed
     precision: how the run trains, not which task or data."""
     finetune.add_argument("--attention-images", metavar="SENTENCE",
                           help="write SENTENCE's attention heatmaps to TensorBoard while "
@@ -136,6 +136,10 @@ def _finetune_extras(finetune):
                           help="score the dev split after every epoch (TensorBoard's validation "
                                "run; default) or not; the final dev / test scores run either "
                                "way")
+    finetune.add_argument("--keep-best", action="store_true",
+                          help="score dev with the task's metric after every epoch (with "
+                               "--steps, every checkpoint) and end with the best one's weights "
+                               "(Hugging Face's load_best_model_at_end)")
     finetune.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
                           help="compile with XLA or not (batches padded to a multiple of 16). "
                                "Default: kbert chooses: on JAX; on TensorFlow the trimmed "

@@ -27,6 +27,7 @@ from kbert.models.xla import pad_multiple
 from kbert.runs import RunDirectory
 from kbert.tasks import EVAL_SEED, get_spec, subset
 from kbert.tasks.pretrained import open_model, open_task_model, start_from_fine_tuned_head
+from kbert.training import best_epoch
 from kbert.training import finetune_checkpoints as resumable
 from kbert.training.finetune_config import FinetuneConfig
 from kbert.training.optimizer import make_optimizer
@@ -132,16 +133,21 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     output_dir.mkdir(parents=True, exist_ok=True)
     record = resumable.run_record(config, spec, sequence_length, plan)
     state = resumable.resume(output_dir, model, record, plan)
+    if state is None:
+        best_epoch.clear(output_dir)  # a fresh start: scores of an earlier attempt are stale
     # A resumed attempt draws a fresh data order from its start step (as pre-training does).
     dataset = spec.train_dataset(model, train, config.batch_size,
                                  config.seed + (state["step"] if state else 0),
                                  pad_multiple(model))
     validation = (spec.validation_dataset(model, held_out["dev"], config.batch_size)
                   if config.validate and "dev" in held_out else None)
+    keep_best = [best_epoch.KeepBest(output_dir, lambda: spec.evaluate(
+        model, held_out["dev"])[0][spec.metric])] if config.keep_best else []
     history, train_seconds = _fit(
         model, dataset, plan, state["epoch"] if state else 0,
-        _callbacks(config, model, output_dir, total_steps)
+        _callbacks(config, model, output_dir, total_steps) + keep_best  # before the checkpoint
         + resumable.checkpoint_callbacks(output_dir, record, plan), config.verbose, validation)
+    best = best_epoch.restore_best(output_dir, model) if config.keep_best else None
 
     start = time.perf_counter()
     results, predictions = {}, {}
@@ -159,10 +165,13 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
                               resumable.final_train_loss(history, state), train_seconds,
                               time.perf_counter() - start),
                **resumable.step_counts(model, state)}
+    if best is not None:
+        metrics.update(best_epoch=best[0], dev_scores=best[1])
     info = {"task": spec.name, "kind": spec.kind, "settings": settings, **spec.info()}
     kept = {k: v for k, v in predictions.items() if v is not None}
     RunDirectory(output_dir).save(model, info, metrics, kept or None)
     resumable.remove_checkpoints(output_dir)
+    best_epoch.clear(output_dir)
     return metrics
 
 

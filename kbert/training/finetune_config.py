@@ -29,6 +29,9 @@ class FinetuneConfig:
     validate: the dev split's loss and metrics after every epoch (TensorBoard's validation run);
       False trains without them (Hugging Face's Trainer default) and leaves the weights and
       the final dev / test scores as they are.
+    keep_best: score dev with the task's metric after every epoch (with `steps`, every
+      checkpoint) and end with the best epoch's weights (`kbert.training.best_epoch`); the
+      final dev score is then that choice's, so test (where the task has one) is the fair one.
     attention: the backbone's `attention_implementation` (`kbert.layers.attention_kernel`).
     hidden_dropout, attention_dropout: the encoder's dropout rates in [0, 1); None keeps the
       checkpoint's (BERT's 0.1). A run without attention dropout may train faster on a GPU
@@ -53,6 +56,7 @@ class FinetuneConfig:
     xla: bool | None = None
     mixed_precision: str = None
     validate: bool = True
+    keep_best: bool = False
     attention: str = "auto"
     hidden_dropout: float = None
     attention_dropout: float = None
@@ -78,8 +82,9 @@ class FinetuneConfig:
             if not _in_range(getattr(self, name), 0, high):
                 raise ValueError(f"{name} must be a finite number in [0, {high}], got "
                                  f"{getattr(self, name)!r}.")
-        if not isinstance(self.validate, bool):
-            raise ValueError(f"validate must be True or False, got {self.validate!r}.")
+        for name in ("validate", "keep_best"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
         check_implementation(self.attention, "attention")
         for name, rate in self.dropout_rates.items():  # BertConfig's own rule for its rates
             if problem := field_problem(name, rate):
@@ -94,7 +99,8 @@ class FinetuneConfig:
                 "learning_rate": self.peak_learning_rate, "warmup_fraction": self.warmup_fraction,
                 "weight_decay": self.weight_decay, "seed": self.seed,
                 "mixed_precision": dtype_policy(self.mixed_precision), "mode": self.mode,
-                "validate": self.validate, "attention": self.attention, **self.dropout_rates}
+                "validate": self.validate, "keep_best": self.keep_best,
+                "attention": self.attention, **self.dropout_rates}
 
     @property
     def dropout_rates(self):
