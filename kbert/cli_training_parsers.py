@@ -127,8 +127,8 @@ def _conll_options(finetune):
 
 
 def _finetune_extras(finetune):
-    """Attention heatmaps, validation and the best epoch, XLA, the attention kernel, dropout rates and mixed
-    precision: how the run trains, not which task or data."""
+    """Attention heatmaps, validation and the best epoch, XLA, the attention kernel, dropout
+    rates and mixed precision: how the run trains, not which task or data."""
     finetune.add_argument("--attention-images", metavar="SENTENCE",
                           help="write SENTENCE's attention heatmaps to TensorBoard while "
                                "training (OUTPUT/logs/attention)")

@@ -1,6 +1,7 @@
-"""`kbert evaluate` / `kbert predict --task` on checkpoints fine-tuned in transformers (no kbert
-run): the task's data scored by the model's own head, checked against transformers' PyTorch
-model on the same examples and the independent metric (seqeval for entities)."""
+"""`kbert evaluate`, `predict --task`, `export --task` and `finetune --init` on checkpoints
+fine-tuned in transformers (no kbert run): the task's data scored and answered by the model's
+own head, checked against transformers' PyTorch model on the same examples and the independent
+metric (seqeval for entities, SQuAD's official one for spans)."""
 
 import json
 
@@ -23,8 +24,9 @@ LENGTH = 64  # the small model's positions: kbert packs at most this many tokens
 @pytest.fixture(scope="module")
 def hf_model(minilm_dir, tmp_path_factory):
     """`make(architecture, **config)`: a small random transformers task model on MiniLM's
-    vocabulary, saved as a user would download it, with its PyTorch model and tokenizer.
-    64 positions unless told (SQuAD's windows need 384). Weights at 0.5 (not 0.02) so that logits are far apart and argmax is the same in both."""
+    vocabulary, saved as a user would download it, with its PyTorch model and tokenizer; 64
+    positions unless told (SQuAD's windows need 384). Weights at std 0.5, not 0.02, so that
+    logits lie far apart and argmax is the same in both frameworks."""
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
 
     def make(architecture, **extra):
