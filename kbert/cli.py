@@ -100,7 +100,7 @@ def _evaluate(args) -> int:
     metrics, predictions = evaluate_run(
         args.model, task=args.task, split=args.split, data_dir=args.data_dir,
         max_eval_examples=args.max_eval_examples, allow_pickle=args.allow_pickle,
-        return_predictions=True)
+        return_predictions=True, null_threshold=args.null_threshold)
     split = metrics["split"]
     output = pathlib.Path(args.output or pathlib.Path(args.model) / f"eval_{split}")
     output.mkdir(parents=True, exist_ok=True)
@@ -131,7 +131,8 @@ def _predict(args) -> int:
     if args.output is not None or args.batch_size is not None:
         raise ValueError("--output and --batch-size go with --input (a file of inputs).")
     print(json.dumps(predict_run(args.model, allow_pickle=args.allow_pickle, task=args.task,
-                                 data_dir=args.data_dir, **inputs),
+                                 data_dir=args.data_dir, null_threshold=args.null_threshold,
+                                 **inputs),
                      indent=2, ensure_ascii=False))
     return 0
 
@@ -158,7 +159,8 @@ def _predict_file(args) -> int:
             for count, answer in enumerate(
                     predict_requests(args.model, source, args.batch_size,
                                      allow_pickle=args.allow_pickle, task=args.task,
-                                     data_dir=args.data_dir), 1):
+                                     data_dir=args.data_dir,
+                                     null_threshold=args.null_threshold), 1):
                 out.write(json.dumps(answer, ensure_ascii=False) + "\n")
         if target:
             os.replace(staging, target)
@@ -178,7 +180,7 @@ def _export(args) -> int:
         lowercase=False if args.cased else None, sequence_length=args.sequence_length,
         version=args.version, label_names=args.labels, sentence_pair=args.pair or None,
         task=args.task, warmup_texts=[] if args.no_warmup else None, overwrite=args.overwrite,
-        allow_pickle=args.allow_pickle)
+        allow_pickle=args.allow_pickle, null_threshold=args.null_threshold)
     print(f"Exported {args.model} to {path}")
     return 0
 

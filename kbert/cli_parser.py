@@ -7,7 +7,7 @@ import argparse
 
 from kbert.cli_config import add_config_options
 from kbert.cli_training_parsers import finetune_parser, pretrain_parser
-from kbert.cli_types import positive_int, subcommand
+from kbert.cli_types import finite_float, positive_int, subcommand
 
 FORMATS = ("huggingface", "google", "keras_hub", "tf_hub")
 
@@ -107,6 +107,7 @@ def _evaluate_parser(commands):
     evaluate.add_argument("--data-dir", help="directory of a GLUE task's TSV files")
     evaluate.add_argument("--max-eval-examples", type=positive_int, help="score a fixed subset")
     evaluate.add_argument("--output", help="default: MODEL/eval_SPLIT")
+    _null_threshold(evaluate)
     evaluate.add_argument("--allow-pickle", action="store_true",
                           help="read a checkpoint's pytorch_model.bin (unpickling runs code: "
                                "trusted files only)")
@@ -143,6 +144,7 @@ def _predict_parser(commands):
                                         "a checkpoint as its head says, SQuAD v1.1 for spans; "
                                         "squad2 lets it answer nothing)")
     predict.add_argument("--data-dir", help="with --task glue: its directory of TSV files")
+    _null_threshold(predict)
     predict.add_argument(
         "--input", metavar="FILE",
         help="many inputs instead: a JSON-lines file (- for standard input), one object a line "
@@ -187,6 +189,7 @@ def _export_parser(commands):
     export.add_argument("--allow-pickle", action="store_true",
                         help="read a checkpoint's pytorch_model.bin (unpickling runs code: "
                              "trusted files only)")
+    _null_threshold(export)
     export.add_argument("--no-warmup", action="store_true",
                         help="write no TF Serving warm-up requests")
     export.add_argument("--overwrite", action="store_true")
@@ -207,3 +210,9 @@ def _quickstart_parser(commands):
     quick.add_argument("--output", default="runs/quickstart")
     quick.add_argument("--export-dir", default="saved_models/sentiment")
     return quick
+
+
+def _null_threshold(command):
+    command.add_argument("--null-threshold", type=finite_float,
+                         help="SQuAD v2.0 (squad2): answer \"\" when the null score beats the "
+                              "best span by more than this (default: the run's, else 0)")

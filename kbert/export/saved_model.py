@@ -209,7 +209,8 @@ def _metadata(module, model, preprocessor, version, has_warmup):
 
 def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
                     sequence_length=None, version=None, label_names=None, sentence_pair=None,
-                    task=None, warmup_texts=None, overwrite=False, allow_pickle=False):
+                    task=None, warmup_texts=None, overwrite=False, allow_pickle=False,
+                    null_threshold=None):
     """`kbert export MODEL OUTPUT_DIR`: a run directory or a saved Keras model →
     `OUTPUT_DIR/<version>/`.
 
@@ -229,12 +230,14 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
         `export_saved_model` task name for a plain Keras model.
       sentence_pair, version, warmup_texts, overwrite: as `export_saved_model`.
       allow_pickle: read a checkpoint directory's pytorch_model.bin (trusted files only).
+      null_threshold: SQuAD v2.0's, in place of the run's (`with_null_threshold`).
     Returns the version directory written.
     """
     from kbert.export.serving_tasks import TASKS
 
     kbert_task = None if task is None or task in TASKS else task
-    info, model = _load_model(pathlib.Path(model_path), allow_pickle, kbert_task)
+    info, model = _load_model(pathlib.Path(model_path), allow_pickle, kbert_task,
+                              null_threshold)
     task = None if kbert_task else task
     if isinstance(label_names, str):
         label_names = [n.strip() for n in label_names.split(",") if n.strip()]
@@ -251,7 +254,7 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
                               **squad)
 
 
-def _load_model(model_path, allow_pickle=False, task=None):
+def _load_model(model_path, allow_pickle=False, task=None, null_threshold=None):
     """(what the task says of the model: kind, label names, pair-ness, SQuAD version and
     options; the model) for a run directory or a checkpoint directory holding a fine-tuned
     head (`open_task_model`, as `kbert predict` reads them, `task` a kbert task name or None);
@@ -261,11 +264,13 @@ def _load_model(model_path, allow_pickle=False, task=None):
     from kbert.tasks.pretrained import open_task_model
 
     if model_path.is_dir():
-        spec, model = open_task_model(model_path, task, allow_pickle=allow_pickle)
+        spec, model = open_task_model(model_path, task, allow_pickle=allow_pickle,
+                                      null_threshold=null_threshold)
         return {"kind": spec.kind, **spec.info()}, model
-    if task is not None:
-        raise ValueError(f"task={task!r} names a kbert task, for a run or checkpoint "
-                         f"directory; {model_path} is a saved Keras model.")
+    for name, value in (("task", task), ("null_threshold", null_threshold)):
+        if value is not None:
+            raise ValueError(f"{name}={value!r} is for a run or checkpoint directory; "
+                             f"{model_path} is a saved Keras model.")
     if model_path.is_file():
         return {}, keras.saving.load_model(model_path, compile=False, safe_mode=True)
     raise FileNotFoundError(f"No run directory or saved Keras model at {model_path}.")

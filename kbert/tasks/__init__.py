@@ -56,6 +56,18 @@ def spec_of_model(model, label_names=None) -> TaskSpec:
                              label_names=tuple(label_names) if label_names else None))
 
 
+def with_null_threshold(spec, null_threshold):
+    """`spec` answering SQuAD v2.0 with this null threshold (None: as it is); refused for any
+    other task, where the threshold would silently do nothing."""
+    if null_threshold is None:
+        return spec
+    if getattr(spec, "version", None) != "2.0":
+        raise ValueError(f"null_threshold is SQuAD v2.0's (task squad2); the model answers as "
+                         f"{spec.name}, which has none.")
+    spec.options["null_threshold"] = float(null_threshold)
+    return spec
+
+
 def _lazy_specs():
     """The tasks whose spec reads its data only when asked (so a run's spec needs none), by
     name: SQuAD v1.1 / v2.0 and CoNLL-2003."""

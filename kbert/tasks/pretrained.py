@@ -150,13 +150,14 @@ def open_model(path, allow_pickle=False):
     return run.load_model(), info, info.get("label_names")
 
 
-def open_task_model(path, task=None, data_dir=None, allow_pickle=False):
+def open_task_model(path, task=None, data_dir=None, allow_pickle=False, null_threshold=None):
     """(task spec, model) for answering raw input with a fine-tuned run or a checkpoint
     directory holding a fine-tuned head. Without `task`, a run answers as it was trained
     (`spec_of_run`) and a checkpoint as its head says (`spec_of_model`: SQuAD v1.1 for spans);
     with one, as that task (its spec fitted to the model: "squad2" lets a checkpoint's span
-    model answer nothing, "sentiment" gives its labels)."""
-    from kbert.tasks import get_spec, spec_of_model, spec_of_run
+    model answer nothing, "sentiment" gives its labels). `null_threshold` replaces a SQuAD
+    v2.0 run's (`with_null_threshold`)."""
+    from kbert.tasks import get_spec, spec_of_model, spec_of_run, with_null_threshold
 
     model, info, label_names = open_model(path, allow_pickle)
     if task is not None:
@@ -166,4 +167,4 @@ def open_task_model(path, task=None, data_dir=None, allow_pickle=False):
         spec = spec_of_run(info)
     else:
         spec = spec_of_model(model, label_names)
-    return spec, model
+    return with_null_threshold(spec, null_threshold), model

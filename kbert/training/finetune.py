@@ -25,7 +25,7 @@ import keras
 from kbert.atomic import removed_if_unfinished
 from kbert.models.xla import pad_multiple
 from kbert.runs import RunDirectory
-from kbert.tasks import EVAL_SEED, get_spec, subset
+from kbert.tasks import EVAL_SEED, get_spec, subset, with_null_threshold
 from kbert.tasks.pretrained import open_model, open_task_model, start_from_fine_tuned_head
 from kbert.training import best_epoch
 from kbert.training import finetune_checkpoints as resumable
@@ -204,13 +204,15 @@ def _run_metrics(spec, config, results, settings, sizes, final_loss, train_secon
 
 
 def evaluate_run(path, task=None, split=None, data_dir=None, max_eval_examples=None,
-                 batch_size=64, allow_pickle=False, return_predictions=False):
+                 batch_size=64, allow_pickle=False, return_predictions=False,
+                 null_threshold=None):
     """Scores a run directory, or a checkpoint directory holding a fine-tuned head
     (transformers, keras-hub, Google's scripts), on one split of `task` (default for a run: the
     task it was trained on, with the data directory and options it was trained with; a
     checkpoint names no task, so it needs one); returns the metrics, or with
     `return_predictions` (metrics, predictions): for SQuAD the official scripts' {question id:
-    answer}, for CoNLL each sentence's words, gold and predicted tags, else None."""
+    answer}, for CoNLL each sentence's words, gold and predicted tags, else None.
+    `null_threshold`: SQuAD v2.0's, in place of the run's (`with_null_threshold`)."""
     model, info, label_names = open_model(path, allow_pickle)
     if task is None and info is None:
         raise ValueError(f"{path} is a fine-tuned checkpoint, not a kbert run, so it names no "
@@ -221,6 +223,7 @@ def evaluate_run(path, task=None, split=None, data_dir=None, max_eval_examples=N
     else:
         spec = get_spec(task, data_dir)
     spec.fit_to(model, label_names)
+    spec = with_null_threshold(spec, null_threshold)
     split = split or ("test" if spec.splits().get("test") else "dev")
     if not spec.splits().get(split):
         raise ValueError(f"Task {spec.name!r} has no {split!r} split; it has "
@@ -231,8 +234,10 @@ def evaluate_run(path, task=None, split=None, data_dir=None, max_eval_examples=N
     return (metrics, predictions) if return_predictions else metrics
 
 
-def predict_run(path, allow_pickle=False, task=None, data_dir=None, **inputs):
+def predict_run(path, allow_pickle=False, task=None, data_dir=None, null_threshold=None,
+                **inputs):
     """`kbert predict`: the model of a run or fine-tuned checkpoint on raw input (text; text +
-    text_pair; question + context; text + choices), answered by its task's spec."""
-    spec, model = open_task_model(path, task, data_dir, allow_pickle)
+    text_pair; question + context; text + choices), answered by its task's spec
+    (`open_task_model`)."""
+    spec, model = open_task_model(path, task, data_dir, allow_pickle, null_threshold)
     return spec.predict(model, **inputs)
