@@ -218,3 +218,56 @@ def test_a_question_answerer_exports_as_squad2(hf_model, tmp_path):
     assert answers == [a["answer"] for a in expected]
     np.testing.assert_allclose(differences, [a["null_score_diff"] for a in expected],
                                atol=1e-4)
+
+
+def test_fine_tuning_goes_on_from_a_checkpoints_head(hf_model, tmp_path):
+    """`kbert finetune --init CHECKPOINT` starts from the head the checkpoint holds for the task,
+    its labels matched by name, as transformers' from_pretrained goes on from a fine-tuned
+    model: after one step at a vanishing rate the run answers as transformers does."""
+    from tests.test_cli_processes import KBERT, run
+
+    path, reference, tokenizer = hf_model("BertForSequenceClassification", num_labels=2,
+                                          id2label={0: "POSITIVE", 1: "NEGATIVE"})
+    examples, texts, probabilities, labels = sentiment_reference(reference, tokenizer)
+    run(KBERT + ["finetune", "--task", "sentiment", "--init", path, "--steps", "1",
+                 "--learning-rate", "1e-12", "--batch-size", "8", "--sequence-length",
+                 str(LENGTH), "--max-eval-examples", "48", "--output", tmp_path / "run"])
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    names = ("negative", "positive")
+    assert metrics["dev"]["accuracy"] == pytest.approx(
+        np.mean([guess == names[label] for guess, (_, label) in zip(labels, examples)]))
+    answers = predict_run(tmp_path / "run", text=texts)
+    assert [a["label"] for a in answers] == labels
+    np.testing.assert_allclose([a["probabilities"] for a in answers],
+                               probabilities[:, ::-1], atol=1e-5)
+
+
+def test_a_tagger_fine_tunes_on_from_its_head_in_the_tasks_tag_order(hf_model, tmp_path):
+    from seqeval.metrics import f1_score
+
+    from kbert.training.finetune import finetune
+
+    path, reference, tokenizer = hf_model("BertForTokenClassification",
+                                          num_labels=len(HF_CONLL_TAGS),
+                                          id2label=dict(enumerate(HF_CONLL_TAGS)))
+    gold, predicted = conll_reference(reference, tokenizer)
+    metrics = finetune("conll", init=str(path), steps=1, learning_rate=1e-12, batch_size=8,
+                       max_train_examples=8, max_eval_examples=40, sequence_length=LENGTH,
+                       output_dir=str(tmp_path / "run"))
+    assert metrics["dev"]["f1"] == pytest.approx(f1_score(gold, predicted))
+    model = RunDirectory.open(tmp_path / "run").load_model()
+    assert model.label_names == list(CONLL2003_LABELS)  # the task's order, the head moved
+
+
+def test_a_head_of_another_size_is_left_out(hf_model, tmp_path):
+    from kbert.models import BertClassifier
+    from kbert.tasks.pretrained import start_from_fine_tuned_head
+
+    path, _, _ = hf_model("BertForSequenceClassification", num_labels=3)
+    model = BertClassifier.from_pretrained(str(path), num_classes=3)
+    fresh = BertClassifier(model.backbone, num_classes=2)
+    before = fresh.get_layer("classifier").get_weights()
+    with pytest.warns(UserWarning, match="head of 3 outputs, not this task's 2: a new head"):
+        assert not start_from_fine_tuned_head(fresh, str(path))
+    for old, new in zip(before, fresh.get_layer("classifier").get_weights()):
+        np.testing.assert_array_equal(old, new)
