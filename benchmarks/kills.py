@@ -34,6 +34,9 @@ CHECKPOINT_EVERY = {"pretrain": 4, "finetune": 4}
 """Steps between checkpoints of the runs below (finetune: one epoch of 32 examples / 8)."""
 KILLS_PER_RUN = 4
 """A killed run gets up to this many kills before it is let finish."""
+FINISHED = {"finetune": "run.json"}
+"""The file a finetune run writes last: once it is there the run is done, a kill would hit only
+the process's exit and a rerun would train afresh, so the run is let finish instead."""
 
 
 def _corpus(work):
@@ -99,19 +102,22 @@ def _timed_reference(cmd, checkpoints):
     return first or duration, duration
 
 
-def _kill_at(cmd, delay, latest=None, after_step=0):
+def _kill_at(cmd, delay, latest=None, after_step=0, finished=None):
     """Starts `cmd`; once `latest/state.json` records `after_step` or more (at once when
     `after_step` is 0), waits `delay` s more and kills it with SIGKILL. True if it was killed,
-    False if it finished first."""
+    False if it finished first (or had written `finished`, its last file, by then)."""
     proc = _start(cmd)
     while after_step and proc.poll() is None and _latest_step(latest) < after_step:
         time.sleep(0.05)
     try:
         proc.wait(timeout=delay)
     except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        return True
+        if finished is not None and finished.exists():
+            proc.wait()
+        else:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return True
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd} failed:\n{_stderr(proc)}")
     return False
@@ -157,7 +163,8 @@ def kill_training(command, kills, rng, work):
             # during start-up, or at a random moment after a random checkpoint of the run
             step = rng.choice(range(0, total, every))
             delay = rng.uniform(0, first if step == 0 else (duration - first) * every / total)
-            finished = not _kill_at(cmd, delay, output / "checkpoints" / "latest", step)
+            finished = not _kill_at(cmd, delay, output / "checkpoints" / "latest", step,
+                                    output / FINISHED[command] if command in FINISHED else None)
             if finished:
                 break
             counts["kills"] += 1

@@ -97,7 +97,7 @@ def start_from_fine_tuned_head(model, init, label_names=None):
 
     from kbert.convert.task_heads import hf_label_names
     from kbert.presets import resolve_preset
-    from kbert.tasks.spec import label_order
+    from kbert.tasks.spec import head_in_task_order
 
     head = _fine_tuned_head(type(model), init)
     if head is None:
@@ -110,12 +110,8 @@ def start_from_fine_tuned_head(model, init, label_names=None):
                       stacklevel=2)
         return False
     names = head.kwargs.get("label_names") or hf_label_names(resolve_preset(init).directory)
-    order = label_order(names, label_names) if names and label_names else None
-    if order is not None:
-        kernel, bias = kernel[:, order], bias[order]
-    elif names and label_names:
-        warnings.warn(f"{init}'s head names the labels {names}, not the task's {label_names}: "
-                      "its label ids are trained as the task's.", stacklevel=2)
+    if names and label_names:
+        kernel, bias = head_in_task_order(kernel, bias, names, label_names, str(init))
     layer.set_weights([kernel, bias])
     return True
 
@@ -144,27 +140,48 @@ def open_model(path, allow_pickle=False):
 
     model = fine_tuned_model(path, allow_pickle)
     if model is not None:
+        _check_positions(model, path)
         return model, None, hf_label_names(path)
     run = RunDirectory.open(path)
     info = run.info  # first: a broken run.json is named before the model is read
     return run.load_model(), info, info.get("label_names")
 
 
-def open_task_model(path, task=None, data_dir=None, allow_pickle=False, null_threshold=None):
+def _check_positions(model, path):
+    """A checkpoint's model gets its task's default preprocessor; a span model's (384 tokens,
+    SQuAD's windows) is not cut to a smaller model, so such a model is named here, before raw
+    text reaches positions it does not have."""
+    length = model.preprocessor.sequence_length
+    positions = model.backbone.config.max_position_embeddings
+    if length > positions:
+        raise ValueError(f"{path}'s model has {positions} positions (max_position_embeddings), "
+                         f"fewer than the {length} tokens its {type(model).__name__} packs raw "
+                         "text to: it can take only token ids packed to its length.")
+
+
+def open_task_model(path, task=None, data_dir=None, allow_pickle=False, null_threshold=None,
+                    with_data=False):
     """(task spec, model) for answering raw input with a fine-tuned run or a checkpoint
     directory holding a fine-tuned head. Without `task`, a run answers as it was trained
     (`spec_of_run`) and a checkpoint as its head says (`spec_of_model`: SQuAD v1.1 for spans);
     with one, as that task (its spec fitted to the model: "squad2" lets a checkpoint's span
-    model answer nothing, "sentiment" gives its labels). `null_threshold` replaces a SQuAD
-    v2.0 run's (`with_null_threshold`)."""
+    model answer nothing, "sentiment" gives its labels). `with_data`: a spec that reads the
+    task's data, for scoring (a run's from the data directory and options it was trained
+    with; a checkpoint then needs `task`). `null_threshold` replaces a SQuAD v2.0 run's
+    (`with_null_threshold`)."""
     from kbert.tasks import get_spec, spec_of_model, spec_of_run, with_null_threshold
 
     model, info, label_names = open_model(path, allow_pickle)
+    if task is None and info is None and with_data:
+        raise ValueError(f"{path} is a fine-tuned checkpoint, not a kbert run, so it names no "
+                         "task to score it on: give one, e.g. task=squad.")
     if task is not None:
         spec = get_spec(task, data_dir)
-        spec.fit_to(model, label_names)
-    elif info is not None:
-        spec = spec_of_run(info)
+    elif with_data:
+        spec = get_spec(info["task"], data_dir or info.get("data_dir"),
+                        **info.get("task_options", {}))
     else:
-        spec = spec_of_model(model, label_names)
+        spec = spec_of_run(info) if info is not None else spec_of_model(model, label_names)
+    if task is not None or with_data:
+        spec.fit_to(model, label_names)
     return with_null_threshold(spec, null_threshold), model

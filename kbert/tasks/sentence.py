@@ -4,7 +4,7 @@
 import numpy as np
 
 from kbert.models.xla import pad_multiple
-from kbert.tasks.spec import TaskSpec, label_order
+from kbert.tasks.spec import TaskSpec, head_in_task_order
 
 
 def _model_inputs(examples, kind):
@@ -164,15 +164,6 @@ class SentenceTask(TaskSpec):
 
 
 def _align_labels(model, model_names, task_names):
-    """Reorders the classifier's output columns from `model_names` to `task_names` when they
-    name the same labels (`label_order`); warns when they do not."""
-    import warnings
-
-    order = label_order(model_names, task_names)
-    if order is None:
-        warnings.warn(f"The model's labels {model_names} are not the task's {task_names}: "
-                      "its label ids are read as the task's.", stacklevel=3)
-        return
+    """Puts the classifier's output columns in the task's label order (`head_in_task_order`)."""
     head = model.get_layer("classifier")
-    kernel, bias = head.get_weights()
-    head.set_weights([kernel[:, order], bias[order]])
+    head.set_weights(head_in_task_order(*head.get_weights(), model_names, task_names))

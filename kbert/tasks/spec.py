@@ -48,6 +48,20 @@ def label_order(model_names, task_names):
     return [ids[str(name).lower()] for name in task_names]
 
 
+def head_in_task_order(kernel, bias, model_names, task_names, owner="The model"):
+    """A Dense head's weights with its outputs in the order of `task_names` when `model_names`
+    name the same labels (`label_order`); unchanged, with a warning, when they name others:
+    the model's label ids are then taken as the task's (run_glue.py's rule)."""
+    import warnings
+
+    order = label_order(model_names, task_names)
+    if order is None:
+        warnings.warn(f"{owner}'s labels {list(model_names)} are not the task's "
+                      f"{list(task_names)}: its label ids are taken as the task's.", stacklevel=3)
+        return kernel, bias
+    return kernel[:, order], bias[order]
+
+
 def subset(examples, limit, seed):
     """A fixed random subset of `limit` examples (all of them when `limit` is None)."""
     if limit is not None and limit < 1:

@@ -25,8 +25,8 @@ import keras
 from kbert.atomic import removed_if_unfinished
 from kbert.models.xla import pad_multiple
 from kbert.runs import RunDirectory
-from kbert.tasks import EVAL_SEED, get_spec, subset, with_null_threshold
-from kbert.tasks.pretrained import open_model, open_task_model, start_from_fine_tuned_head
+from kbert.tasks import EVAL_SEED, get_spec, subset
+from kbert.tasks.pretrained import open_task_model, start_from_fine_tuned_head
 from kbert.training import best_epoch
 from kbert.training import finetune_checkpoints as resumable
 from kbert.training.finetune_config import FinetuneConfig
@@ -213,17 +213,8 @@ def evaluate_run(path, task=None, split=None, data_dir=None, max_eval_examples=N
     `return_predictions` (metrics, predictions): for SQuAD the official scripts' {question id:
     answer}, for CoNLL each sentence's words, gold and predicted tags, else None.
     `null_threshold`: SQuAD v2.0's, in place of the run's (`with_null_threshold`)."""
-    model, info, label_names = open_model(path, allow_pickle)
-    if task is None and info is None:
-        raise ValueError(f"{path} is a fine-tuned checkpoint, not a kbert run, so it names no "
-                         "task to score it on: give one, e.g. task=squad.")
-    if task is None:
-        spec = get_spec(info["task"], data_dir or info.get("data_dir"),
-                        **info.get("task_options", {}))
-    else:
-        spec = get_spec(task, data_dir)
-    spec.fit_to(model, label_names)
-    spec = with_null_threshold(spec, null_threshold)
+    spec, model = open_task_model(path, task, data_dir, allow_pickle, null_threshold,
+                                  with_data=True)
     split = split or ("test" if spec.splits().get("test") else "dev")
     if not spec.splits().get(split):
         raise ValueError(f"Task {spec.name!r} has no {split!r} split; it has "
