@@ -79,9 +79,9 @@ def finetune_parser(commands):
                           help="sentiment, sentiment_score, qnli, mmlu, squad, squad2, conll, "
                                "or glue:<NAME> with --data-dir (default: sentiment)")
     start = finetune.add_mutually_exclusive_group()
-    start.add_argument("--init", help="pretrained weights: a checkpoint dir or weights preset "
-                                      "(default: minilm_l6_h384_uncased); a checkpoint "
-                                      "fine-tuned for the task brings its head too")
+    start.add_argument("--init", help="pretrained weights: a checkpoint dir, a weights preset "
+                                      "(default: minilm_l6_h384_uncased) or a kbert run dir; "
+                                      "one fine-tuned for the task brings its head too")
     start.add_argument("--preset", help="train from random weights of this size preset "
                                         "(tiny, mini, small, medium, base, large)")
     finetune.add_argument("--epochs", type=positive_int, default=3)

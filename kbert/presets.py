@@ -6,6 +6,8 @@ A name is one of:
   * a weights preset (`WEIGHT_PRESETS`): a checkpoint kbert fetches itself (`kbert.data.sources`),
     with its weights, vocabulary and casing;
   * a checkpoint: a Hugging Face, original Google or keras-hub directory, or a Google prefix;
+  * a run directory of `kbert finetune`: its encoder and tokenizer as trained (a task fine-tuned
+    after another, e.g. RTE from MNLI; the run's head too where the new model's task fits it);
   * "random:<any of these>": that model's shape, vocabulary and casing, random weights (the
     from-scratch baseline of the same model);
   * a `BertConfig`: that shape, random weights, the uncased BERT vocabulary.
@@ -25,6 +27,7 @@ from kbert import convert
 from kbert.config import PRESETS, BertConfig
 from kbert.data import sources
 from kbert.models.backbone import BertBackbone
+from kbert.runs import MODEL_FILE, RunDirectory
 from kbert.text.tokenizer import BertTokenizer, casing_from_checkpoint
 from kbert.text.tokenizer_files import vocabulary_file
 from kbert.text.tokenizer_files import (MAX_CHARS_PER_WORD, accents_from_checkpoint,
@@ -46,14 +49,21 @@ class Preset:
     that holds only a vocabulary still serves a tokenizer."""
 
     name: str
-    kind: str  # "size", "config", "weights" (a fetched checkpoint) or "checkpoint"
+    kind: str  # "size", "config", "weights" (a fetched checkpoint), "checkpoint" or "run"
     checkpoint: pathlib.Path = None
     size: BertConfig = None
     load_weights: bool = False
 
     @functools.cached_property
     def config(self) -> BertConfig:
+        if self.kind == "run":
+            return self.run_model.backbone.config
         return self.size if self.checkpoint is None else convert.read_config(self.checkpoint)
+
+    @property
+    def run_model(self):
+        """A run's task model (kind "run"), whose encoder and tokenizer the name stands for."""
+        return _run_model(self.checkpoint, (self.checkpoint / MODEL_FILE).stat().st_mtime_ns)
 
     @property
     def directory(self) -> pathlib.Path:
@@ -112,6 +122,9 @@ def resolve_preset(name) -> Preset:
     if not isinstance(name, (str, os.PathLike)):
         raise TypeError(f"A preset name is a string, a path or a BertConfig, not "
                         f"{type(name).__name__}; {_choices()}.")
+    if RunDirectory.is_run(name):
+        return Preset(name=os.fspath(name), kind="run", checkpoint=pathlib.Path(name),
+                      load_weights=True)
     kind = "weights" if name in WEIGHT_PRESETS else "checkpoint"
     return Preset(name=os.fspath(name), kind=kind, checkpoint=resolve(name), load_weights=True)
 
@@ -122,6 +135,12 @@ def load_backbone(name, cls=BertBackbone, allow_pickle=False, require_weights=Fa
     such a name is an error (`BertBackbone.from_pretrained`). Dropout rates in `kwargs`
     replace the name's (`BertConfig.with_rates_from`)."""
     preset = resolve_preset(name)
+    if preset.load_weights and preset.kind == "run":
+        trained = preset.run_model.backbone
+        kwargs.setdefault("causal", trained.causal)
+        backbone = cls(preset.config.with_rates_from(kwargs), **kwargs)
+        backbone.set_weights(trained.get_weights())
+        return backbone
     if preset.load_weights:
         return convert.load_backbone(cls, preset.checkpoint, allow_pickle=allow_pickle, **kwargs)
     if require_weights:
@@ -135,6 +154,13 @@ def load_tokenizer(name, cls=BertTokenizer, lowercase=None, max_chars_per_word=N
     `max_chars_from_checkpoint` unless given. A size preset or a `BertConfig` only borrows a
     vocabulary: kbert's own (Google's) limit."""
     preset = resolve_preset(name)
+    if preset.kind == "run":  # the tokenizer the run was trained with, its settings unless given
+        trained = preset.run_model.preprocessor.tokenizer.get_config()
+        given = {"lowercase": lowercase, "max_chars_per_word": max_chars_per_word,
+                 "strip_accents": kwargs.pop("strip_accents", None)}
+        settings = {key: trained[key] if value is None else value
+                    for key, value in given.items()}
+        return cls(vocabulary=trained["vocabulary"], **settings, **kwargs)
     lowercase = preset.lowercase if lowercase is None else lowercase
     if max_chars_per_word is None:
         max_chars_per_word = (MAX_CHARS_PER_WORD if preset.checkpoint is None
@@ -177,3 +203,10 @@ def load_backbone_and_tokenizer(name, dtype=None, vocabulary=None, allow_pickle=
                          f"tokens, more than the model's vocab_size "
                          f"({backbone.config.vocab_size}).")
     return backbone, tokenizer
+
+
+@functools.lru_cache(maxsize=1)
+def _run_model(path, modified):
+    """A run's saved model, loaded once for the config, encoder, tokenizer and head that one
+    name gives (`modified`: a run written again is read again)."""
+    return RunDirectory.open(path).load_model()

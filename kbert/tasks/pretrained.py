@@ -80,9 +80,25 @@ def _fine_tuned_head(cls, name_or_dir, allow_pickle=False):
     from kbert.presets import resolve_preset
 
     preset = resolve_preset(name_or_dir)
+    if preset.kind == "run" and preset.load_weights:
+        return _run_head(cls, preset)
     if preset.kind != "checkpoint" or not preset.load_weights:
         return None
     return read_task_head(preset.directory, cls.__name__, allow_pickle=allow_pickle)
+
+
+def _run_head(cls, preset):
+    """The head of a run's model when that is a `cls` (a run trained further, or on a task of
+    the same kind and size), with the run's label names; None for another class."""
+    from kbert.convert.task_heads import HF_TASK_CLASSES, ReadHead
+
+    trained = preset.run_model
+    if type(trained) is not cls or cls.__name__ not in HF_TASK_CLASSES:
+        return None
+    layer = HF_TASK_CLASSES[cls.__name__][1]
+    label_names = RunDirectory.open(preset.checkpoint).info.get("label_names")
+    return ReadHead(layer, trained.get_layer(layer).get_weights(),
+                    {"label_names": label_names} if label_names else {})
 
 
 def start_from_fine_tuned_head(model, init, label_names=None):

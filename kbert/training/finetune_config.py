@@ -13,8 +13,8 @@ from kbert.training.precision import dtype_policy
 class FinetuneConfig:
     """The settings of one fine-tuning run (the task's own options go to its spec).
 
-    init: pretrained checkpoint dir or weights preset (a checkpoint fine-tuned for the task
-      brings its head: `start_from_fine_tuned_head`); a size preset ("mini", ...) for random
+    init: pretrained checkpoint dir, weights preset or kbert run dir (one fine-tuned for the
+      task brings its head: `start_from_fine_tuned_head`); a size preset ("mini", ...) for random
       weights; "random:<checkpoint>" for random weights of that checkpoint's shape.
     epochs, steps: train `steps` steps if given, else `epochs` passes over the train split.
     sequence_length: the packed length (default: the task's, 128; SQuAD 384).
