@@ -156,23 +156,10 @@ def open_model(path, allow_pickle=False):
 
     model = fine_tuned_model(path, allow_pickle)
     if model is not None:
-        _check_positions(model, path)
         return model, None, hf_label_names(path)
     run = RunDirectory.open(path)
     info = run.info  # first: a broken run.json is named before the model is read
     return run.load_model(), info, info.get("label_names")
-
-
-def _check_positions(model, path):
-    """A checkpoint's model gets its task's default preprocessor; a span model's (384 tokens,
-    SQuAD's windows) is not cut to a smaller model, so such a model is named here, before raw
-    text reaches positions it does not have."""
-    length = model.preprocessor.sequence_length
-    positions = model.backbone.config.max_position_embeddings
-    if length > positions:
-        raise ValueError(f"{path}'s model has {positions} positions (max_position_embeddings), "
-                         f"fewer than the {length} tokens its {type(model).__name__} packs raw "
-                         "text to: it can take only token ids packed to its length.")
 
 
 def open_task_model(path, task=None, data_dir=None, allow_pickle=False, null_threshold=None,

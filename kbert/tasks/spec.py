@@ -23,6 +23,12 @@ def sequence_predictions(model, features, batch_size=64, fill=0.0):
     from kbert.text.datasets import length_order, packed_batches
 
     length = features["token_ids"].shape[1]
+    longest = int(np.max(np.sum(features["padding_mask"], axis=1), initial=0))
+    positions = model.backbone.config.max_position_embeddings
+    if longest > positions:  # a checkpoint's span model gets SQuAD's 384 whatever its size
+        raise ValueError(f"An input of {longest} tokens is longer than the model's {positions} "
+                         f"positions (max_position_embeddings): pack at most {positions} (the "
+                         "preprocessor's sequence_length).")
     order = length_order(features["padding_mask"])
     batches = packed_batches({k: features[k][order] for k in INPUT_KEYS}, batch_size,
                              pad_multiple(model))
