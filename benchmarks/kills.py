@@ -112,12 +112,11 @@ def _kill_at(cmd, delay, latest=None, after_step=0, finished=None):
     try:
         proc.wait(timeout=delay)
     except subprocess.TimeoutExpired:
-        if finished is not None and finished.exists():
-            proc.wait()
-        else:
+        if finished is None or not finished.exists():
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
             return True
+        proc.wait()  # the run is done: let it exit
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd} failed:\n{_stderr(proc)}")
     return False

@@ -178,13 +178,10 @@ def open_task_model(path, task=None, data_dir=None, allow_pickle=False, null_thr
     if task is None and info is None and with_data:
         raise ValueError(f"{path} is a fine-tuned checkpoint, not a kbert run, so it names no "
                          "task to score it on: give one, e.g. task=squad.")
-    if task is not None:
-        spec = get_spec(task, data_dir)
-    elif with_data:
-        spec = get_spec(info["task"], data_dir or info.get("data_dir"),
-                        **info.get("task_options", {}))
-    else:
+    if task is None and not with_data:
         spec = spec_of_run(info) if info is not None else spec_of_model(model, label_names)
-    if task is not None or with_data:
+    else:
+        spec = get_spec(task, data_dir) if task is not None else get_spec(
+            info["task"], data_dir or info.get("data_dir"), **info.get("task_options", {}))
         spec.fit_to(model, label_names)
     return with_null_threshold(spec, null_threshold), model
