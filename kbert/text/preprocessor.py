@@ -24,7 +24,7 @@ import keras
 import tensorflow as tf
 
 from kbert.text.datasets import batched_dataset
-from kbert.text.preprocessor_base import PreprocessorBase
+from kbert.text.preprocessor_base import PreprocessorBase, traced
 from kbert.text.trim import trim_to_longest
 
 TRUNCATIONS = ("longest_first", "waterfall")
@@ -180,7 +180,7 @@ class BertPreprocessor(PreprocessorBase):
         raw `(x, y, sample_weight)`."""
 
         def pack(x, *rest):
-            return (trim_to_longest(self(x), pad_to_multiple_of),) + rest
+            return (trim_to_longest(traced(self)(x), pad_to_multiple_of),) + rest
 
         return batched_dataset(x, y, sample_weight, pack, batch_size, shuffle, seed)
 

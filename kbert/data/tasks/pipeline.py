@@ -41,6 +41,7 @@ def make_dataset(examples, preprocessor, batch_size=32, kind="classification", s
     import tensorflow as tf
 
     from kbert.text.datasets import prefetched
+    from kbert.text.preprocessor_base import traced
     from kbert.text.trim import trim_to_longest
 
     features, labels = _columns(examples, kind)
@@ -61,7 +62,7 @@ def make_dataset(examples, preprocessor, batch_size=32, kind="classification", s
         dataset = dataset.batch(batch_size)
 
     def pack(texts, y):
-        return trim_to_longest(preprocessor(texts[0] if len(texts) == 1 else tuple(texts)),
-                               pad_to_multiple_of), y
+        inputs = texts[0] if len(texts) == 1 else tuple(texts)
+        return trim_to_longest(traced(preprocessor)(inputs), pad_to_multiple_of), y
 
     return prefetched(dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE))
