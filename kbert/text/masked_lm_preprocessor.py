@@ -19,7 +19,7 @@ import tensorflow as tf
 from kbert.text.datasets import batched_dataset, prefetched
 from kbert.text.masking import MaskedLM, default_max_predictions, to_fit_arguments
 from kbert.text.preprocessor import BertPreprocessor
-from kbert.text.preprocessor_base import PreprocessorBase
+from kbert.text.preprocessor_base import PreprocessorBase, traced
 from kbert.text.trim import trim_to_longest
 
 
@@ -95,7 +95,7 @@ class BertMaskedLMPreprocessor(PreprocessorBase):
         seed = self.seed if seed is None else seed
 
         def pack(x, *rest):
-            return (trim_to_longest(self.packer(x), pad_to_multiple_of),) + rest
+            return (trim_to_longest(traced(self.packer)(x), pad_to_multiple_of),) + rest
 
         packed = batched_dataset(x, y, sample_weight, pack, batch_size, shuffle, seed)
         # Two random int64s per batch seed its masks: reproducible with a seed, and fresh in

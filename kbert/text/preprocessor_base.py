@@ -70,7 +70,7 @@ def traced(preprocessor):
     config_then, function = _TRACED.get(preprocessor, (None, None))
     if function is None or config_then != config:
         layer = weakref.ref(preprocessor)  # the function must not keep its key alive
-        function = tf.function(lambda inputs: layer()(inputs), reduce_retracing=True,
+        function = tf.function(lambda *inputs: layer()(*inputs), reduce_retracing=True,
                                autograph=False)
         _TRACED[preprocessor] = (config, function)
     return function

@@ -18,7 +18,7 @@ here (a served request may be empty): it packs to [CLS] [SEP].
 import keras
 import tensorflow as tf
 
-from kbert.text.preprocessor_base import PreprocessorBase
+from kbert.text.preprocessor_base import PreprocessorBase, traced
 from kbert.text.word_split import split_words
 
 __all__ = ["BertTokenPreprocessor", "split_words"]
@@ -166,7 +166,7 @@ class BertTokenPreprocessor(PreprocessorBase):
         def pack(x, *rest):
             if not isinstance(x, tf.RaggedTensor) and x.shape.rank == 1:
                 x = self.split_text(x)[0]  # raw strings
-            features = self(x, *rest)
+            features = traced(self)(x, *rest)
             if not rest:
                 return ({k: features[k] for k in INPUT_KEYS},)
             features = trim_to_longest(features, pad_to_multiple_of)
