@@ -2,8 +2,9 @@
 and absurd setting ends in `kbert CMD: error: <one line>` naming the flag or file, exit status
 2, no traceback, and no output directory left behind.
 
-The cheap cases (they fail at parse time or on a file) and `kbert export` share one new
-process that calls `kbert.cli.main` (what the `kbert` script runs) once per command line;
+The cheap cases (they fail at parse time or on a file), `kbert export` and `kbert predict`
+on a small run share one new process that calls `kbert.cli.main` (what the `kbert` script
+runs) once per command line;
 `kbert finetune --sequence-length 100000` runs the real script in its own process beside it."""
 
 import json
@@ -87,6 +88,9 @@ def _files(tmp_path):
     (pickled / "config.json").write_text((tmp_path / "exact_gelu" / "config.json").read_text())
     (pickled / "pytorch_model.bin").write_bytes(b"never unpickled")
     (tmp_path / "served_v" / "1").mkdir(parents=True)
+    (tmp_path / "empty").mkdir()
+    for n, lines in enumerate(PREDICT_FILES):
+        (tmp_path / f"requests_{n}.jsonl").write_text(lines, encoding="utf-8")
     huge = tmp_path / "huge_keras_hub"
     huge.mkdir()
     (huge / "model.weights.h5").write_bytes(b"")
@@ -96,8 +100,26 @@ def _files(tmp_path):
                    "hidden_dim": 8, "intermediate_dim": 16}}))
 
 
+# `kbert predict --input` files with a malformed line, and what the error says of it.
+PREDICT_FILES = {
+    '{"text": "fine"}\n{"text": "good"\n': "line 2: not JSON",
+    '{"text": "fine"}\n["good"]\n': "line 2: expected a JSON object",
+    '{"text": "fine"}\n{"txt": "good"}\n': 'line 2: unknown key(s) "txt"',
+    '{"text": 3}\n': 'line 1: "text" must be a string',
+    '{"text": "a"}\n\n{"text": "b", "text_pair": "c"}\n':
+        'line 3: keys "text", "text_pair" differ from line 1\'s ("text")',
+    '{"text": "a", "text_pair": "b"}\n': 'single sentences: "text_pair" does not apply',
+}
+
 # (command line, what the one error line must say); {t} is the test's folder.
 CASES = [
+    *((f"predict {{t}}/small_run --input {{t}}/requests_{n}.jsonl --output {{t}}/answers_{n}",
+       re.escape(words)) for n, words in enumerate(PREDICT_FILES.values())),
+    ("predict {t}/small_run --text x --input {t}/requests_0.jsonl", "leave out --text"),
+    ("predict {t}/small_run --text x --batch-size 8", "--batch-size go with --input"),
+    *((f"{command} {{t}}/empty{rest}", "empty holds no model.keras or run.json")
+      for command, rest in (("evaluate", ""), ("predict", " --text x"),
+                            ("export", " {t}/empty_out"))),
     ("finetune --config {t}/malformed.yaml", r"--config \S*malformed.yaml is not valid YAML"),
     ("finetune --config {t}/a_directory.yaml", "a_directory.yaml: is a directory"),
     ("finetune --config {t}/deep.json", "deep.json is nested too deeply"),
@@ -163,6 +185,7 @@ def test_bad_flags_and_files_end_in_one_error_line(tmp_path):
     assert not (tmp_path / "flash_out").exists()
     assert [p.name for p in (tmp_path / "keep").iterdir()] == ["notes.txt"]
     assert not any((tmp_path / "served").glob("[0-9]*"))
+    assert not list(tmp_path.glob("answers_*")) and not (tmp_path / "empty_out").exists()
 
     _, err = finetune.communicate(timeout=600)
     _one_error_line(finetune.returncode, err, "finetune", "--sequence-length 100000 is longer "

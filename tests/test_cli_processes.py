@@ -2,6 +2,7 @@
 process registered or imported is there when `evaluate`, `predict`, `export` or a plain
 `keras.saving.load_model` after `import kbert` run."""
 
+import fcntl
 import json
 import os
 import re
@@ -68,12 +69,20 @@ def python(code, *args):
     return json.loads(out.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="module")
-def sentiment_run(tmp_path_factory):
-    output = tmp_path_factory.mktemp("cli") / "sentiment"
-    out, _ = run(KBERT + ["finetune", "--task", "sentiment", "--preset", "tiny", "--steps", "3",
-                          "--batch-size", "8", "--max-eval-examples", "32", "--output", output])
-    assert "test: accuracy" in out
+@pytest.fixture(scope="session")
+def sentiment_run(tmp_path_factory, worker_id):
+    """One tiny sentiment run for the tests here, trained by whichever pytest-xdist worker asks
+    first while the others wait on a lock (the workers share their base folder's parent)."""
+    shared = tmp_path_factory.getbasetemp()
+    shared = shared if worker_id == "master" else shared.parent
+    output = shared / "cli-sentiment"
+    with open(shared / "cli-sentiment.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (output / "run.json").is_file():
+            out, _ = run(KBERT + ["finetune", "--task", "sentiment", "--preset", "tiny",
+                                  "--steps", "3", "--batch-size", "8", "--max-eval-examples",
+                                  "32", "--output", output])
+            assert "test: accuracy" in out
     return output
 
 
@@ -224,38 +233,6 @@ def test_predict_a_file_of_inputs(sentiment_run, tmp_path):
     assert [a["label_id"] for a in from_file] == probabilities.argmax(-1).tolist()
 
 
-def test_predict_file_errors_name_the_line(sentiment_run, tmp_path):
-    """Malformed lines stop the run with exit status 2 and the line number; no answers file."""
-    cases = {
-        '{"text": "fine"}\n{"text": "good"\n': "line 2: not JSON",
-        '{"text": "fine"}\n["good"]\n': "line 2: expected a JSON object",
-        '{"text": "fine"}\n{"txt": "good"}\n': 'line 2: unknown key(s) "txt"',
-        '{"text": 3}\n': 'line 1: "text" must be a string',
-        '{"text": "a"}\n\n{"text": "b", "text_pair": "c"}\n':
-            'line 3: keys "text", "text_pair" differ from line 1\'s ("text")',
-        '{"text": "a", "text_pair": "b"}\n': 'single sentences: "text_pair" does not apply',
-    }
-    procs = []
-    for n, lines in enumerate(cases):
-        (tmp_path / f"{n}.jsonl").write_text(lines, encoding="utf-8")
-        procs.append(subprocess.Popen(
-            [str(c) for c in KBERT + ["predict", sentiment_run, "--input", tmp_path / f"{n}.jsonl",
-                                      "--output", tmp_path / f"{n}.out"]],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    for proc, (lines, words) in zip(procs, cases.items()):
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 2 and words in err, (lines, err[-1500:])
-    assert sorted(p.name for p in tmp_path.iterdir() if "out" in p.name) == []
-    both = subprocess.run([str(c) for c in KBERT + ["predict", sentiment_run, "--text", "x",
-                                                    "--input", tmp_path / "0.jsonl"]],
-                          capture_output=True, text=True, timeout=600)
-    assert both.returncode == 2 and "leave out --text" in both.stderr
-    alone = subprocess.run([str(c) for c in KBERT + ["predict", sentiment_run, "--text", "x",
-                                                     "--batch-size", "8"]],
-                           capture_output=True, text=True, timeout=600)
-    assert alone.returncode == 2 and "--batch-size go with --input" in alone.stderr
-
-
 @pytest.mark.slow
 def test_a_run_answers_away_from_its_data(tmp_path):
     """A run trained on a GLUE directory given relative to the working directory: `evaluate`
@@ -273,30 +250,20 @@ def test_a_run_answers_away_from_its_data(tmp_path):
     pair = ["--text", "A cat sat on the mat.", "--text-pair", "A cat sat."]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    one = subprocess.Popen([str(c) for c in KBERT + ["predict", tmp_path / "run", *pair[:2]]],
+                           stderr=subprocess.PIPE, text=True)
     (evaluated, _), (before, _) = run_together(
         KBERT + ["evaluate", tmp_path / "run", "--split", "dev"],
         KBERT + ["predict", tmp_path / "run", *pair])
     assert "glue dev (2 examples): accuracy" in evaluated
+    _, err = one.communicate(timeout=600)
+    assert one.returncode == 2 and "reads sentence pairs: give --text-pair too" in err
     rte.rename(tmp_path / "moved")
     after, _ = run(without_task_data(KBERT + ["predict", "../run", *pair], tmp_path / "cache"),
                    cwd=elsewhere)
     assert json.loads(after) == json.loads(before)
     assert json.loads(after)["label"] in ("entailment", "not_entailment")
     assert fetched(tmp_path / "cache") == []
-    one = subprocess.run([str(c) for c in KBERT + ["predict", tmp_path / "run", *pair[:2]]],
-                         capture_output=True, text=True, timeout=600)
-    assert one.returncode == 2 and "reads sentence pairs: give --text-pair too" in one.stderr
-
-
-def test_commands_on_a_directory_that_is_not_a_run(tmp_path):
-    procs = [subprocess.Popen([str(c) for c in KBERT + command], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-             for command in (["evaluate", tmp_path], ["predict", tmp_path, "--text", "x"],
-                             ["export", tmp_path, tmp_path / "out"])]
-    for proc in procs:
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 2, err[-2000:]
-        assert "holds no model.keras or run.json" in err
 
 
 QUESTION = "Which river flows through the city?"

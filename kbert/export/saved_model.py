@@ -187,7 +187,7 @@ def _metadata(module, model, preprocessor, version, has_warmup):
             "serve_token_ids": {"inputs": list(INPUT_KEYS)},
             **({"serve_examples": {"inputs": [EXAMPLES_INPUT],
                                    "example_features": list(module.text_inputs)}}
-               if module.serve_examples is not None else {}),
+               if module.text_inputs else {}),
             **({module.classify_signature: {
                 "inputs": [CLASSIFY_INPUT], "method": SERVING_METHODS[module.classify_signature],
                 "example_features": list(module.text_inputs)}}

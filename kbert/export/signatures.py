@@ -86,7 +86,8 @@ def unique_variables(variables):
 
 
 class ServingModule(tf.Module):
-    """A `tf.Module` holding a Keras model (and preprocessor) with its serving tf.functions.
+    """A `tf.Module` holding a Keras model (and preprocessor) with its serving tf.functions
+    (`functions`, by signature name).
 
     `signatures()` gives the dict for `tf.saved_model.save`. Without a preprocessor there is
     no text signature and `serving_default` is `serve_token_ids`. `trim_padding=False` runs
@@ -122,25 +123,29 @@ class ServingModule(tf.Module):
         self.label_names = label_names_for(self.task, model, label_names)
         self._label_table = tf.constant(self.label_names or [""], tf.string)
 
+        # The tf.functions by signature name, in a dict the module does not track:
+        # `tf.saved_model.save` traces every tf.function attribute again in its own context
+        # (half of an export's time) and saves the `signatures()` it is given anyway.
+        functions = self.__dict__["functions"] = {}
         seq = [None, self.num_choices, None] if self.num_choices else [None, None]
-        self.serve_token_ids = tf.function(self._serve_token_ids, input_signature=[
+        functions["serve_token_ids"] = tf.function(self._serve_token_ids, input_signature=[
             tf.TensorSpec(seq, tf.int32, name=k) for k in INPUT_KEYS])
-        self.serve_text = self.serve_examples = self.serve_classify = None
         self._text_specs = ()
         if preprocessor is not None:
             fn, specs = self._text_graph()
             self._text_specs = tuple(specs)
-            self.serve_text = tf.function(fn, input_signature=specs)
+            functions["serving_default"] = tf.function(fn, input_signature=specs)
 
             def serve_examples(examples):
                 return fn(*self._parse_examples(examples, specs))
 
-            self.serve_examples = tf.function(serve_examples, input_signature=[
+            functions["serve_examples"] = tf.function(serve_examples, input_signature=[
                 tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)])
-            if self.task.name == "classifier":
-                self.serve_classify = tf.function(
+            if self.classify_signature:
+                functions[self.classify_signature] = tf.function(
                     lambda inputs: self._classify(serve_examples(inputs)),
                     input_signature=[tf.TensorSpec([None], tf.string, name=CLASSIFY_INPUT)])
+        functions.setdefault("serving_default", functions["serve_token_ids"])
 
     def _text_graph(self):
         """`(fn, specs)` of `serving_default`: the graph of the string inputs this task takes,
@@ -178,7 +183,7 @@ class ServingModule(tf.Module):
     def classify_signature(self):
         """The name of the Classify / Regress API's signature ("classify" or "regress"; None
         where the export has none)."""
-        if self.serve_classify is None:
+        if self.task.name != "classifier" or self.preprocessor is None:
             return None
         return "regress" if num_classes(self.model) == 1 else "classify"
 
@@ -199,13 +204,7 @@ class ServingModule(tf.Module):
         """{"serving_default": ..., "serve_token_ids": ...} concrete functions, with a
         preprocessor also "serve_examples" and a classifier's "classify" or "regress"; tracks
         the variables they use."""
-        default = self.serve_text if self.serve_text is not None else self.serve_token_ids
-        signatures = {"serving_default": default.get_concrete_function(),
-                      "serve_token_ids": self.serve_token_ids.get_concrete_function()}
-        if self.serve_examples is not None:
-            signatures["serve_examples"] = self.serve_examples.get_concrete_function()
-        if self.serve_classify is not None:
-            signatures[self.classify_signature] = self.serve_classify.get_concrete_function()
+        signatures = {name: fn.get_concrete_function() for name, fn in self.functions.items()}
         self.model_variables = unique_variables(v for fn in signatures.values()
                                                 for v in fn.variables)
         return signatures

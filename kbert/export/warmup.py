@@ -22,7 +22,7 @@ DEFAULT_WARMUP_TEXTS = (
 def texts_for(module, warmup_texts):
     """The texts of the warm-up requests: `warmup_texts`, or the defaults when it is None (none
     when the TF Serving API package that writes them is missing, with a warning)."""
-    if module.serve_text is None:
+    if not module.text_inputs:
         if warmup_texts:
             raise ValueError("warmup_texts need a text signature: pass a preprocessor.")
         return []

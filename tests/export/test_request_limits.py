@@ -82,10 +82,10 @@ def test_multiple_choice_ids_are_checked_too(tmp_path):
     model = BertMultipleChoice(BertBackbone(tiny_config()), num_choices=2)
     module = ServingModule(model)
     ids = tf.constant([[[2, 5, 3], [2, 6, 3]]])
-    ok = module.serve_token_ids(ids, tf.zeros_like(ids), tf.ones_like(ids))
+    ok = module.functions["serve_token_ids"](ids, tf.zeros_like(ids), tf.ones_like(ids))
     assert ok["probabilities"].shape == (1, 2)
     with pytest.raises(tf.errors.InvalidArgumentError, match="token_ids must be vocabulary"):
-        module.serve_token_ids(-ids, tf.zeros_like(ids), tf.ones_like(ids))
+        module.functions["serve_token_ids"](-ids, tf.zeros_like(ids), tf.ones_like(ids))
 
 
 def test_export_refuses_a_preprocessor_the_model_cannot_take():
