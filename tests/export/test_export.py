@@ -292,6 +292,20 @@ def test_versions_count_up(tiny, tmp_path):
         export_saved_model(model, base, preprocessor=pre, version=0)
 
 
+def test_each_serving_graph_is_traced_once(tiny, tmp_path, monkeypatch):
+    """`tf.saved_model.save` traces a module's tf.function attributes again in its own context;
+    the export's functions are none, so the preprocessor runs once per text signature."""
+    backbone, pre = tiny
+    model = BertClassifier(backbone, num_classes=2)
+    pre(tf.constant(["a good movie"]))  # built (Keras traces a layer's first call for shapes)
+    calls = []
+    call = BertPreprocessor.call
+    monkeypatch.setattr(BertPreprocessor, "call",
+                        lambda self, inputs: calls.append(1) or call(self, inputs))
+    export_saved_model(model, tmp_path / "m", preprocessor=pre, warmup_texts=[])
+    assert len(calls) == 3  # serving_default, serve_examples, classify
+
+
 @pytest.mark.parametrize("where", ["write_requests", "check_servable"])
 def test_failed_export_leaves_nothing(tiny, tmp_path, monkeypatch, where):
     backbone, pre = tiny

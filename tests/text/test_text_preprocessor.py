@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kbert.text.preprocessor import BertPreprocessor, truncated_lengths
+from kbert.text.preprocessor import BertPreprocessor, pack_segments, truncated_lengths
 from kbert.text.tokenizer import BertTokenizer
 from reference_tokenizer import truncate_pair
 
@@ -57,6 +57,37 @@ def test_pair_truncation_is_googles_rule(tok):
         ka, kb = truncate_pair(["a"] * la, ["b"] * lb, seq_len - 3)
         expected = [CLS] + [A] * len(ka) + [SEP] + [B] * len(kb) + [SEP]
         assert ids == expected + [PAD] * (seq_len - len(expected)), (la, lb)
+
+
+def test_pack_segments_places_every_kept_token():
+    """`pack_segments` against the packing written out in Python: a distinct id and offsets per
+    token, rows without tokens, any kept counts, rows cut at a length given as a tensor."""
+    rng = np.random.default_rng(5)
+    lengths = [(int(rng.integers(0, 9)), int(rng.integers(0, 9))) for _ in range(60)]
+    lengths += [(0, 0), (0, 4), (4, 0)]
+    keep = [[int(rng.integers(0, n + 1)) for n in row] for row in lengths]
+    ids = [[list(range(1000 * r + 100 * s, 1000 * r + 100 * s + n)) for s, n in enumerate(row)]
+           for r, row in enumerate(lengths)]
+
+    def ragged(segment, shift):
+        return tf.ragged.constant([[i + shift for i in row[segment]] for row in ids], tf.int32,
+                                  ragged_rank=1)
+
+    tokenized = [tuple(ragged(s, shift) for shift in (0, 1, 2)) for s in (0, 1)]
+    length = 12
+    out = pack_segments(tokenized, [tf.constant([k[s] for k in keep]) for s in (0, 1)],
+                        tf.constant(length, tf.int64), CLS, SEP, PAD)
+    assert set(out) == {"token_ids", "segment_ids", "padding_mask", "start_offsets",
+                        "end_offsets"}
+    for row, (a, b), (ka, kb) in zip(range(len(ids)), ids, keep):
+        fit = lambda values, pad: (values + [pad] * length)[:length]  # noqa: E731
+        edge = lambda tokens, shift: [-1] + [i + shift for i in tokens]  # noqa: E731
+        want = {"token_ids": fit([CLS] + a[:ka] + [SEP] + b[:kb] + [SEP], PAD),
+                "segment_ids": fit([0] * (ka + 2) + [1] * (kb + 1), 0),
+                "padding_mask": fit([1] * (ka + kb + 3), 0),
+                "start_offsets": fit(edge(a[:ka], 1) + edge(b[:kb], 1) + [-1], -1),
+                "end_offsets": fit(edge(a[:ka], 2) + edge(b[:kb], 2) + [-1], -1)}
+        assert {k: v[row].numpy().tolist() for k, v in out.items()} == want, (row, ka, kb)
 
 
 def test_closed_form_truncation_matches_loop():
