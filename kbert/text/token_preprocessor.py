@@ -102,15 +102,18 @@ class BertTokenPreprocessor(PreprocessorBase):
         text = self.cap(tf.strings.reduce_join(words, axis=-1, separator=" "),
                         self.sequence_length - 2)
         ids, starts, _ = self.tokenizer.tokenize_with_offsets(text, "char")
-        keep = tf.ragged.range(ids.row_lengths()) < self.sequence_length - 2
-        ids, starts = tf.ragged.boolean_mask(ids, keep), tf.ragged.boolean_mask(starts, keep)
         word_index = _first_sub_tokens(word_starts, starts)
-        batch = ids.nrows()
+        room = self.sequence_length - 2
+        kept = tf.minimum(ids.row_lengths(), room)[:, tf.newaxis]  # sub-tokens in the window
+        at_last = tf.range(self.sequence_length, dtype=kept.dtype)[tf.newaxis] == kept + 1
 
         def pack(values, first, last, pad):
-            edge = lambda v: tf.fill([batch, 1], tf.cast(v, values.dtype))
-            return tf.concat([edge(first), values, edge(last)], axis=1).to_tensor(
-                tf.cast(pad, values.dtype), shape=[None, self.sequence_length])
+            """`[first] values[:room] [last]`, padded (dense ops: ragged ones trace slowly)."""
+            cast = lambda v: tf.cast(v, values.dtype)  # noqa: E731
+            body = values.to_tensor(cast(pad), shape=[None, room])
+            column = tf.zeros_like(body[:, :1])
+            packed = tf.concat([column + cast(first), body, column + cast(pad)], axis=1)
+            return tf.where(at_last, cast(last), packed)
 
         out = {"token_ids": pack(ids, self.tokenizer.cls_token_id, self.tokenizer.sep_token_id,
                                  self.tokenizer.pad_token_id),
