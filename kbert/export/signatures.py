@@ -134,16 +134,14 @@ class ServingModule(tf.Module):
         if preprocessor is not None:
             fn, specs = self._text_graph()
             self._text_specs = tuple(specs)
-            functions["serving_default"] = tf.function(fn, input_signature=specs)
-
-            def serve_examples(examples):
-                return fn(*self._parse_examples(examples, specs))
-
-            functions["serve_examples"] = tf.function(serve_examples, input_signature=[
-                tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)])
+            # The tf.Example signatures call the text graph (traced once) as a function.
+            text = functions["serving_default"] = tf.function(fn, input_signature=specs)
+            examples = functions["serve_examples"] = tf.function(
+                lambda examples: text(*self._parse_examples(examples, specs)),
+                input_signature=[tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)])
             if self.classify_signature:
                 functions[self.classify_signature] = tf.function(
-                    lambda inputs: self._classify(serve_examples(inputs)),
+                    lambda inputs: self._classify(examples(inputs)),
                     input_signature=[tf.TensorSpec([None], tf.string, name=CLASSIFY_INPUT)])
         functions.setdefault("serving_default", functions["serve_token_ids"])
 
