@@ -294,7 +294,8 @@ def test_versions_count_up(tiny, tmp_path):
 
 def test_each_serving_graph_is_traced_once(tiny, tmp_path, monkeypatch):
     """`tf.saved_model.save` traces a module's tf.function attributes again in its own context;
-    the export's functions are none, and its tf.Example signatures call the text graph."""
+    none of the export's functions is an attribute, and its tf.Example signatures call the
+    text graph, so the preprocessor's graph is built once per export (it was 7 times)."""
     backbone, pre = tiny
     model = BertClassifier(backbone, num_classes=2)
     pre(tf.constant(["a good movie"]))  # built (Keras traces a layer's first call for shapes)
