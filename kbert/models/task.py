@@ -75,6 +75,7 @@ class BertTask(keras.Model):
         batches whose length varies then run trimmed without it."""
         policy = self.backbone.dtype_policy  # the heads compute in the backbone's policy
         self.xla_by_shape = xla.by_shape(jit_compile, policy)
+        self.xla_modes = {}  # under xla_by_shape: each step function's choice ("train": True)
         self._xla_asked = jit_compile
         super().compile(*args, jit_compile=xla.default_jit_compile(jit_compile, policy),
                         **kwargs)
@@ -87,14 +88,22 @@ class BertTask(keras.Model):
             config["jit_compile"] = "auto"
         return config
 
-    def match_xla_to(self, x):
-        """Under `xla_by_shape`, compiles the step functions with XLA for fixed-length `x` and
-        without it for varying lengths; a switch rebuilds them on their next use. `fit`,
-        `evaluate` and `predict` call it; call it before a `*_on_batch` loop over `x`."""
-        wanted = xla.has_fixed_length(x)
-        if getattr(self, "xla_by_shape", False) and self.jit_compile != wanted:
-            self.jit_compile = wanted
-            self.train_function = self.test_function = self.predict_function = None
+    def match_xla_to(self, x, kind="predict", steps=None, batch_size=None):
+        """Under `xla_by_shape`, compiles `kind`'s step function ("train", "test" or "predict")
+        with XLA when `x` has one fixed length and the call is long enough to pay for the
+        compilation (`xla.pays_off`: `steps`, counted from `x` when None, times the encoder's
+        parameters); a change rebuilds that function on its next use. `fit`, `evaluate` and
+        `predict` call it; call it before a `*_on_batch` loop over `x`."""
+        if not getattr(self, "xla_by_shape", False):
+            return
+        if steps is None:
+            steps = xla.count_batches(x, batch_size)
+        backbone = self.backbone
+        encoder = backbone.count_params() - backbone.get_layer("embeddings").count_params()
+        wanted = xla.has_fixed_length(x) and xla.pays_off(kind, steps, encoder)
+        if self.xla_modes.get(kind) != wanted:
+            setattr(self, f"{kind}_function", None)
+        self.xla_modes[kind] = self.jit_compile = wanted
 
     def compile_from_config(self, config):
         """Compiles a loaded model as it was saved. Keras skips this (with a warning) for any
@@ -149,7 +158,9 @@ class BertTask(keras.Model):
             validation_data = self._text_dataset(
                 *(validation_data if isinstance(validation_data, tuple) else (validation_data,)),
                 batch_size=batch_size or 32)
-        self.match_xla_to(x)
+        epochs = kwargs.get("epochs", 1) - kwargs.get("initial_epoch", 0)
+        per_epoch = kwargs.get("steps_per_epoch") or xla.count_batches(x, batch_size)
+        self.match_xla_to(x, "train", None if per_epoch is None else epochs * per_epoch)
         self._build_optimizer()
         return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
                            validation_data=validation_data, shuffle=shuffle, **kwargs)
@@ -170,7 +181,7 @@ class BertTask(keras.Model):
         if self._raw(x):
             x = self._text_dataset(x, y, sample_weight, batch_size or 32)
             y = sample_weight = batch_size = None
-        self.match_xla_to(x)
+        self.match_xla_to(x, "test", kwargs.get("steps"), batch_size)
         return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
                                 **kwargs)
 
@@ -178,6 +189,6 @@ class BertTask(keras.Model):
         if self._raw(x):
             x = self._text_dataset(x, batch_size=batch_size or 32)
             batch_size = None
-        self.match_xla_to(x)
+        self.match_xla_to(x, "predict", kwargs.get("steps"), batch_size)
         return super().predict(x, batch_size=batch_size, **kwargs)
 

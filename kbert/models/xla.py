@@ -12,6 +12,14 @@ gives the fast path on every backend and device, and users need not know the fla
   `predict` (`xla_by_shape`). XLA compiles once per shape: in the harness's first run,
   fine-tuning on movie reviews ran at 57 sequences/s under XLA (lengths padded to multiples of
   16) against 75.5 trimmed without.
+- TensorFlow, a call too short to pay for the compilation: off, for a task model, per call
+  and per step function (`pays_off`). Compiling costs seconds (a pre-training step of the tiny
+  preset ~5 s more than tracing alone, BERT-base's ~17 s) and saves a share of each step that
+  grows with the model, so the break-even is a number of steps times the encoder's parameters
+  (embeddings excluded): ~5e8 for a training step, ~5e7 for an evaluation or prediction step
+  (tiny ~800 / ~60 steps, mini ~160 / ~25, base ~10 training steps; batch 16, length 128,
+  `benchmarks/results/cpu-xla-break-even.json`). A 2-step tiny `kbert pretrain` took 33.8 s of
+  CPU under XLA and 23.7 s without.
 - TensorFlow, bf16 / fp16 compute on a CPU: off. oneDNN runs bf16 matmuls without XLA; XLA on a
   CPU runs them no faster than float32 (README, "Measured").
 - TensorFlow under a multi-replica `tf.distribute` strategy: off; Keras 3's compiled train
@@ -25,6 +33,10 @@ import keras
 
 XLA_PAD_MULTIPLE = 16
 """Batches that XLA runs are padded to a multiple of this many tokens (at most their length)."""
+
+XLA_PAYS_AFTER = {"train": 5e8, "predict": 5e7}
+"""Steps times encoder parameters after which XLA's compilation has paid for itself, for a
+training step and for an evaluation or prediction step (measured above)."""
 
 
 def default_jit_compile(jit_compile=None, dtype_policy=None):
@@ -60,6 +72,26 @@ def has_fixed_length(x):
         return True
     first = keras.tree.flatten(spec)[0]
     return first.shape.rank is not None and first.shape[-1] is not None
+
+
+def pays_off(kind, steps, parameters):
+    """Whether compiling `kind`'s step function ("train", "test" or "predict") with XLA pays
+    in a call of `steps` steps (None: unknown or endless, so it does) on an encoder of
+    `parameters` weights."""
+    after = XLA_PAYS_AFTER["train" if kind == "train" else "predict"]
+    return steps is None or steps * parameters >= after
+
+
+def count_batches(x, batch_size=None):
+    """Batches in one pass over `x`: a dataset's cardinality, or its arrays' rows over
+    `batch_size` (Keras' default 32); None where unknown or endless."""
+    if hasattr(x, "cardinality"):
+        batches = int(x.cardinality())
+        return batches if batches >= 0 else None
+    leaves = keras.tree.flatten(x)
+    if not leaves or not getattr(leaves[0], "shape", None):
+        return None
+    return -(-int(leaves[0].shape[0]) // (batch_size or 32))
 
 
 def pad_multiple(model):

@@ -32,7 +32,7 @@ def sequence_predictions(model, features, batch_size=64, fill=0.0):
     order = length_order(features["padding_mask"])
     batches = packed_batches({k: features[k][order] for k in INPUT_KEYS}, batch_size,
                              pad_multiple(model))
-    model.match_xla_to(batches)
+    model.match_xla_to(batches, "predict", steps=len(batches))
 
     def padded(output):
         output = np.asarray(output, "float32")

@@ -154,7 +154,7 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     for name, examples in held_out.items():
         results[name], predictions[name] = spec.evaluate(model, examples)
     settings = {**config.settings(spec, sequence_length, total_steps),
-                "xla": bool(model.jit_compile),  # what ran, when kbert chose
+                "xla": bool(model.xla_modes.get("train", model.jit_compile)),  # what trained
                 "causal": bool(backbone.causal)}  # a left-to-right init stays left-to-right
     sizes = {"train": len(train), **{k: len(v) for k, v in held_out.items()},
              "backbone_parameters": int(backbone.count_params()),

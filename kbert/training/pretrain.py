@@ -87,6 +87,7 @@ def _run(config, output, strategy):
     data = pretraining_data(config, tokenizer, _masker(config, tokenizer))
     plan = plan_steps(config, data.train_examples)
     compile_model(config, model, strategy, plan.total_steps)
+    model.match_xla_to(data.heldout, "train", plan.total_steps * config.accumulation)
     run = run_record(config, model, data.source, plan)
     state, initial_epoch = resume(output, model, run, chief)
     start_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))

@@ -1,6 +1,7 @@
 """`compile()` without speed flags: kbert's XLA choice (`kbert.models.xla`). On TensorFlow a
 task model compiles fixed-length inputs with XLA and runs batches whose length varies (raw text)
-trimmed without it; asked for XLA, it pads those batches to a few lengths instead."""
+trimmed without it; asked for XLA, it pads those batches to a few lengths instead. A call too
+short to pay for XLA's compilation runs without it, each step function deciding for itself."""
 
 import keras
 import numpy as np
@@ -8,7 +9,9 @@ import pytest
 import tensorflow as tf
 
 from kbert import BertBackbone, BertClassifier, BertPreprocessor, BertTokenizer
-from kbert.models.xla import XLA_PAD_MULTIPLE, default_jit_compile, has_fixed_length
+from kbert.models import xla
+from kbert.models.xla import (XLA_PAD_MULTIPLE, count_batches, default_jit_compile,
+                              has_fixed_length, pays_off)
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "bad", "film", "very"]
 TEXTS = ["a good film", "very " * 20]  # 5 and 22 tokens with [CLS] and [SEP]
@@ -46,7 +49,8 @@ def _lengths(model):
     return [int(tf.nest.flatten(x)[0].shape[1]) for x in model._text_dataset(TEXTS, batch_size=1)]
 
 
-def test_xla_for_fixed_lengths_trimmed_path_for_raw_text(classifier):
+def test_xla_for_fixed_lengths_trimmed_path_for_raw_text(classifier, monkeypatch):
+    monkeypatch.setattr(xla, "XLA_PAYS_AFTER", {"train": 0, "predict": 0})  # any call pays
     classifier.compile(optimizer="adam")
     assert classifier.xla_by_shape and classifier.jit_compile is True
     ids = np.full((2, 48), 5, "int32")
@@ -82,3 +86,41 @@ def test_the_backbone_and_a_mixed_precision_task_choose_too(tiny_config):
     half = BertClassifier(BertBackbone(tiny_config, dtype="mixed_bfloat16"), num_classes=2)
     half.compile(optimizer="adam")
     assert half.jit_compile is False and not half.xla_by_shape
+
+
+def test_the_break_even_is_steps_times_encoder_parameters():
+    ids = np.zeros((70, 8), "int32")
+    assert count_batches({"token_ids": ids}) == 3 and count_batches({"token_ids": ids}, 7) == 10
+    data = tf.data.Dataset.from_tensor_slices({"token_ids": ids})
+    assert count_batches(data.batch(16)) == 5 and count_batches(data.repeat().batch(16)) is None
+    assert count_batches(data.filter(lambda x: True).batch(16)) is None  # unknown: long
+    # BERT-base's encoder (85.6M weights besides its embeddings) pays after 6 training steps
+    # and 1 prediction step, the tiny preset's (413k) after ~1200 and ~120.
+    base, tiny = 85_645_056, 413_056
+    assert pays_off("train", 6, base) and not pays_off("train", 5, base)
+    assert pays_off("predict", 1, base) and pays_off("test", 1, base)
+    assert not pays_off("train", 1200, tiny) and pays_off("train", 1300, tiny)
+    assert not pays_off("predict", 120, tiny) and pays_off("predict", 130, tiny)
+    assert pays_off("train", None, tiny)  # a dataset of unknown length runs long
+
+
+def test_a_call_too_short_to_pay_runs_without_xla(classifier, monkeypatch):
+    classifier.compile(optimizer="adam")
+    ids = np.full((4, 48), 5, "int32")
+    packed = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": 1 + 0 * ids}
+    labels = np.array([0, 1, 0, 1])
+    fixed = classifier.predict(packed, verbose=0)  # one step of a two-layer 32-wide encoder
+    assert classifier.jit_compile is False and classifier.xla_modes == {"predict": False}
+    # Training long enough to pay, evaluating too briefly: fit compiles its training step
+    # with XLA and its validation without, epoch after epoch.
+    monkeypatch.setattr(xla, "XLA_PAYS_AFTER", {"train": 0, "predict": 1e30})
+    history = classifier.fit(packed, labels, batch_size=2, epochs=2, verbose=0,
+                             validation_data=(packed, labels))
+    assert len(history.history["val_loss"]) == 2
+    assert classifier.xla_modes == {"predict": False, "train": True, "test": False}
+    assert classifier.train_function is not None  # validation did not rebuild it
+    monkeypatch.setattr(xla, "XLA_PAYS_AFTER", {"train": 0, "predict": 0})
+    after_fit = classifier.predict(packed, verbose=0)
+    assert classifier.xla_modes["predict"] is True
+    np.testing.assert_allclose(classifier.predict(packed, verbose=0), after_fit, atol=1e-5)
+    assert not np.allclose(after_fit, fixed)  # two epochs moved the weights
