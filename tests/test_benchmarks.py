@@ -115,3 +115,28 @@ def test_a_worker_that_dies_is_reported_and_restarted(capsys):
         assert result["contestant"] == "HF PyTorch" and result["sequences_per_s"] > 0
     finally:
         bench.close()
+
+
+def test_xla_break_even_is_the_extra_first_call_over_the_saving_per_step(monkeypatch):
+    """`benchmarks.xla_break_even` with its measurements given: medians over rounds that
+    alternate which mode goes first, and the steps after which XLA's extra compilation is
+    paid back (never, when XLA's step is no faster)."""
+    from benchmarks import xla_break_even
+
+    order = []
+    timings = {("train", True): [(12.0, 0.070), (14.0, 0.074)],
+               ("train", False): [(7.0, 0.080), (7.0, 0.078)],
+               ("infer", True): [(3.0, 0.050), (3.0, 0.050)],
+               ("infer", False): [(2.0, 0.040), (2.0, 0.040)]}
+
+    def measure(case, preset, batch, seq, xla, seconds):
+        order.append(xla)
+        return timings[case, xla].pop(0)
+
+    monkeypatch.setattr(xla_break_even, "measure", measure)
+    train = xla_break_even.break_even("train", "tiny", 16, 128, rounds=2, seconds=1)
+    assert order == [True, False, False, True]
+    assert train["first_call_s"] == {"xla": 13.0, "no_xla": 7.0}
+    assert train["step_s"] == {"xla": pytest.approx(0.072), "no_xla": pytest.approx(0.079)}
+    assert train["break_even_steps"] == pytest.approx(6.0 / 0.007)
+    assert xla_break_even.break_even("infer", "tiny", 16, 128, 2, 1)["break_even_steps"] is None

@@ -13,13 +13,16 @@ gives the fast path on every backend and device, and users need not know the fla
   fine-tuning on movie reviews ran at 57 sequences/s under XLA (lengths padded to multiples of
   16) against 75.5 trimmed without.
 - TensorFlow, a call too short to pay for the compilation: off, for a task model, per call
-  and per step function (`pays_off`). Compiling costs seconds (a pre-training step of the tiny
-  preset ~5 s more than tracing alone, BERT-base's ~17 s) and saves a share of each step that
-  grows with the model, so the break-even is a number of steps times the encoder's parameters
-  (embeddings excluded): ~5e8 for a training step, ~5e7 for an evaluation or prediction step
-  (tiny ~800 / ~60 steps, mini ~160 / ~25, base ~10 training steps; batch 16, length 128,
-  `benchmarks/results/cpu-xla-break-even.json`). A 2-step tiny `kbert pretrain` took 33.8 s of
-  CPU under XLA and 23.7 s without.
+  and per step function (`pays_off`). Compiling costs seconds (a training step: 5-6 s more
+  than tracing alone for the tiny preset, 8 s for mini, 9-17 s for BERT-base) and saves a share
+  of each step that grows with the model, so the break-even is a number of steps times the
+  encoder's parameters (embeddings excluded). Measured on a 2-core AVX2 EPYC, batch 16, length
+  128, two runs (`benchmarks/xla_break_even.py`, the second in
+  `benchmarks/results/cpu-xla-break-even.json`): training tiny 740-830 steps or never, mini
+  100-160, base 10-80; prediction tiny 60-130, mini 20-25, base never (XLA no faster). The
+  rule: 1e9 for a training step (tiny ~2,400 steps, mini ~300, base 12), 5e7 for an
+  evaluation or prediction step (tiny ~120, mini ~15, base 1). A 2-step tiny `kbert pretrain`
+  took 33.8 s of CPU under XLA and 23.7 s without.
 - TensorFlow, bf16 / fp16 compute on a CPU: off. oneDNN runs bf16 matmuls without XLA; XLA on a
   CPU runs them no faster than float32 (README, "Measured").
 - TensorFlow under a multi-replica `tf.distribute` strategy: off; Keras 3's compiled train
@@ -34,7 +37,7 @@ import keras
 XLA_PAD_MULTIPLE = 16
 """Batches that XLA runs are padded to a multiple of this many tokens (at most their length)."""
 
-XLA_PAYS_AFTER = {"train": 5e8, "predict": 5e7}
+XLA_PAYS_AFTER = {"train": 1e9, "predict": 5e7}
 """Steps times encoder parameters after which XLA's compilation has paid for itself, for a
 training step and for an evaluation or prediction step (measured above)."""
 
