@@ -71,8 +71,9 @@ class BertTask(keras.Model):
 
     def compile(self, *args, jit_compile="auto", **kwargs):
         """Keras' `compile`; left "auto", XLA is kbert's choice (`kbert.models.xla`): on
-        TensorFlow CPUs too, where Keras would leave it off, for inputs of one fixed length;
-        batches whose length varies then run trimmed without it."""
+        TensorFlow CPUs too, where Keras would leave it off, for inputs of one fixed length in
+        calls long enough to pay for compiling; batches whose length varies, and short calls,
+        run without it."""
         policy = self.backbone.dtype_policy  # the heads compute in the backbone's policy
         self.xla_by_shape = xla.by_shape(jit_compile, policy)
         self.xla_modes = {}  # under xla_by_shape: each step function's choice ("train": True)
