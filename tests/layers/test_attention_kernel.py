@@ -134,7 +134,11 @@ SCRIPT = textwrap.dedent("""
         model = BertBackbone(cfg, dtype=dtype, attention_implementation=implementation,
                              **options)
         part = {key: value[:rows] for key, value in x.items()}
-        out = model(part, training=False)
+        # Jitted: JAX runs an un-jitted model op by op, compiling each op (tens of seconds).
+        variables = [[v.value for v in vs] for vs in (model.trainable_variables,
+                                                      model.non_trainable_variables)]
+        out = jax.jit(lambda t, n, p: model.stateless_call(t, n, p, training=False)[0])(
+            *variables, part)
         found[name + "/seq"] = np.asarray(out["sequence_output"], "float32")[real[:rows]]
         found[name + "/pooled"] = np.asarray(out["pooled_output"], "float32")[:4]
         if training is not None:
