@@ -16,10 +16,9 @@ short runs from these numbers.
 import argparse
 import json
 import os
-import platform
 import statistics
 
-from benchmarks.run import Worker
+from benchmarks.run import Worker, cpu
 
 
 def measure(case, preset, batch, seq, xla, seconds):
@@ -74,8 +73,7 @@ def main(argv=None):
                   f"{1e3 * result['step_s']['no_xla']:8.1f} ms without; break-even "
                   f"{result['break_even_steps']} steps", flush=True)
     if args.out:
-        report = {"machine": {"processor": platform.processor() or platform.machine(),
-                              "cores": os.cpu_count()}, "results": results}
+        report = {"machine": {**cpu(), "cores": os.cpu_count()}, "results": results}
         with open(args.out, "w") as f:
             json.dump(report, f, indent=1)
 
