@@ -5,6 +5,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+import pathlib  # noqa: E402
 import zlib  # noqa: E402
 
 import keras  # noqa: E402
@@ -12,6 +13,18 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from kbert.config import BertConfig  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def user_site():
+    """Processes the tests start load tests/user_site/sitecustomize.py: they see a user's
+    install, without the test extra's JAX and scikit-learn (which TensorFlow and Keras would
+    import at start-up). Set in each worker, not at import: the workers keep their packages."""
+    folder = str(pathlib.Path(__file__).parent / "user_site")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [
+            folder, os.environ.get("PYTHONPATH")])))
+        yield
 
 
 @pytest.fixture(autouse=True)
