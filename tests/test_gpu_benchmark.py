@@ -1,7 +1,8 @@
 """The GPU benchmark harness (`benchmarks.gpu`), run for real at tiny sizes on this CPU.
 
 The GPU image has no TensorFlow, so the harness runs here with TensorFlow made unimportable
-(a `sitecustomize` on PYTHONPATH, which every process of the run loads).
+(KBERT_TESTS_WITHOUT, read by tests/user_site/sitecustomize.py, which every process of the run
+loads).
 """
 
 import gzip
@@ -11,7 +12,6 @@ import os
 import statistics
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,23 +20,22 @@ from benchmarks import flops, gpu
 from kbert.config import BertConfig
 
 ROOT = Path(__file__).parents[1]
-NO_TENSORFLOW = textwrap.dedent("""
-    import sys
 
-    # None in sys.modules: imports fail and importlib.util.find_spec answers None, as when the
-    # package is not installed.
-    for name in ("tensorflow", "tensorflow_text", "tf_keras"):
-        sys.modules[name] = None
-""")
+
+def without_tensorflow():
+    """The environment of a harness process on the GPU image: no TensorFlow, this repository
+    importable, Keras on JAX's CPU backend."""
+    return {**os.environ, "KBERT_TESTS_WITHOUT": "tensorflow,tensorflow_text,tf_keras",
+            "PYTHONPATH": f"{os.environ['PYTHONPATH']}{os.pathsep}{ROOT}",
+            "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     for package in ("jax", "torch", "transformers"):
         pytest.importorskip(package)
     folder = tmp_path_factory.mktemp("gpu")
-    (folder / "sitecustomize.py").write_text(NO_TENSORFLOW)
-    env = {**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{ROOT}",
-           "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    env = without_tensorflow()
     blocked = subprocess.run([sys.executable, "-c", "import tensorflow"], env=env,
                              capture_output=True, text=True)
     assert "ModuleNotFoundError" in blocked.stderr
@@ -170,14 +169,11 @@ def test_the_next_gpu_sessions_flash_run_works_here(tmp_path):
     --contestants kbert`), at smoke sizes on this CPU without TensorFlow: a GPU session's few
     minutes should not go on a broken command line."""
     pytest.importorskip("jax")
-    (tmp_path / "sitecustomize.py").write_text(NO_TENSORFLOW)
     out = tmp_path / "flash.json"
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.gpu", "--smoke", "--attention", "flash",
          "--contestants", "kbert", "--out", str(out), "--log", str(tmp_path / "workers.log")],
-        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
-             "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"},
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+        env=without_tensorflow(), cwd=ROOT, capture_output=True, text=True, timeout=600)
     log = (tmp_path / "workers.log").read_text()
     assert done.returncode == 0, done.stdout[-2000:] + log[-3000:]
     report = json.loads(out.read_text())

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-FOUND = "import importlib.util; print([importlib.util.find_spec(n) is not None for n in ('sklearn', 'jax')])"
+FOUND = ("import importlib.util; "
+         "print([importlib.util.find_spec(n) is not None for n in ('sklearn', 'jax')])")
 
 
 @pytest.mark.parametrize("backend, expected", [("tensorflow", "[False, False]"),

@@ -5,7 +5,8 @@ TensorFlow imports JAX (tf.lite's JAX converter) and Keras imports scikit-learn 
 wrappers) at start-up whenever they are installed: `import kbert` took 9.4 CPU seconds with
 them and 6.6 without (2-core AMD EPYC), in processes that use neither. A `None` in sys.modules
 makes `import` fail and `importlib.util.find_spec` answer None, as for a package that is not
-installed. JAX stays for processes run on Keras' JAX backend.
+installed. JAX stays for processes run on Keras' JAX backend. KBERT_TESTS_WITHOUT (names,
+comma-separated) hides more: the GPU harness's tests run without TensorFlow, as on the GPU image.
 
 With KBERT_PROCESS_LOG=FILE each process also appends a JSON line to FILE at exit (its command,
 the test that started it, CPU and wall seconds): `python -m benchmarks.suite_processes FILE`
@@ -15,7 +16,8 @@ says where the suite's processes spend their time.
 import os
 import sys
 
-for _name in ("sklearn",) + (() if os.environ.get("KERAS_BACKEND") == "jax" else ("jax",)):
+_hidden = ["sklearn"] + ([] if os.environ.get("KERAS_BACKEND") == "jax" else ["jax"])
+for _name in _hidden + list(filter(None, os.environ.get("KBERT_TESTS_WITHOUT", "").split(","))):
     sys.modules.setdefault(_name, None)
 
 if os.environ.get("KBERT_PROCESS_LOG"):
