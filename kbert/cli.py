@@ -43,6 +43,9 @@ def _pretrain(args) -> int:
     print("held-out: " + ", ".join(f"{k.replace('mlm', lm)} {metrics[k]:.4f}" for k in
                                    ("mlm_accuracy", "nsp_accuracy", "baseline_mlm_accuracy")
                                    if metrics.get(k) is not None))
+    if "init_heads" in metrics:
+        heads = " and ".join(metrics["init_heads"]) or "no pre-training"
+        print(f"started from {args.init}: its encoder and {heads} head(s)")
     print(f"Wrote {args.output}/metrics.json, {args.output}/model (Hugging Face layout), "
           f"TensorBoard logs in {args.output}/logs")
     return 0

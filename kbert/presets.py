@@ -205,6 +205,17 @@ def load_backbone_and_tokenizer(name, dtype=None, vocabulary=None, allow_pickle=
     return backbone, tokenizer
 
 
+def load_pretraining_heads(pretrainer, name, allow_pickle=False):
+    """The pre-training heads of the checkpoint `name` means, loaded into `pretrainer` (a
+    `BertPretrainer` built on that checkpoint's backbone): `convert.load_pretraining_heads`.
+    Returns the names of the heads loaded; none for a name with random weights or a run."""
+    preset = resolve_preset(name)
+    if preset.kind not in ("weights", "checkpoint") or not preset.load_weights:
+        return []
+    return convert.load_pretraining_heads(pretrainer, preset.checkpoint,
+                                          allow_pickle=allow_pickle)
+
+
 @functools.lru_cache(maxsize=1)
 def _run_model(path, modified):
     """A run's saved model, loaded once for the config, encoder, tokenizer and head that one

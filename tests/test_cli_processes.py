@@ -364,10 +364,22 @@ def test_vocab_convert_and_pretrain_in_new_processes(tmp_path):
     assert len(tokens) == 170
     assert "held-out: mlm_accuracy" in pretrain_out
 
-    run_together(  # the converted checkpoint converts again; the pretrained weights fine-tune
+    # The converted checkpoint converts again; the pretrained weights fine-tune, and pre-train
+    # further from where the first run ended, heads included.
+    _, _, (again_out, _) = run_together(
         KBERT + ["convert", tmp_path / "google", tmp_path / "hf", "--to", "huggingface"],
         KBERT + ["finetune", "--task", "sentiment", "--init", tmp_path / "pre" / "model",
                  "--steps", "1", "--batch-size", "4", "--max-eval-examples", "8",
-                 "--output", tmp_path / "ft"])
+                 "--output", tmp_path / "ft"],
+        KBERT + ["pretrain", "--init", tmp_path / "pre" / "model", "--corpus", corpus,
+                 "--steps", "1", "--batch-size", "4", "--sequence-length", "32",
+                 "--output", tmp_path / "again"])
     assert (tmp_path / "hf" / "model.safetensors").is_file()
     assert json.loads((tmp_path / "ft" / "run.json").read_text())["task"] == "sentiment"
+    first, again = (json.loads((tmp_path / run / "metrics.json").read_text())
+                    for run in ("pre", "again"))
+    assert again["init_heads"] == ["masked LM", "next sentence"]
+    assert "its encoder and masked LM and next sentence head(s)" in again_out
+    # The same held-out documents and masks: the second run starts where the first ended.
+    for key in ("mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"):
+        assert again["start"][key] == pytest.approx(first[key], abs=1e-5), key

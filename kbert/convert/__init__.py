@@ -11,9 +11,11 @@ import tempfile
 
 from kbert.convert.google import read_google_checkpoint, write_google_checkpoint
 from kbert.convert.huggingface import is_decoder, read_hf_checkpoint, write_hf_checkpoint
-from kbert.convert.mapping import get_backbone_weights, set_backbone_weights
+from kbert.convert.mapping import get_backbone_weights, set_backbone_weights, set_head_weights
 from kbert.convert.task_heads import google_task_head, task_head
-from kbert.convert.weights import CheckpointError
+from kbert.convert.weights import MLM_HEAD, NSP_HEAD, CheckpointError
+
+HEAD_NAMES = {MLM_HEAD: "masked LM", NSP_HEAD: "next sentence"}
 
 
 def detect_format(path) -> str:
@@ -95,6 +97,20 @@ def load_backbone(cls, path, allow_pickle=False, **kwargs):
     backbone = cls(config, **kwargs)
     set_backbone_weights(backbone, weights, source=str(path))
     return backbone
+
+
+def load_pretraining_heads(pretrainer, path, allow_pickle=False) -> list[str]:
+    """Fills a `BertPretrainer`'s masked-LM and next-sentence heads from the checkpoint at
+    `path` where it holds them (transformers' `BertForPreTraining` has both, `BertForMaskedLM`
+    the first, Google's release both; a keras-hub preset has neither), as Google's
+    run_pretraining.py and transformers' `from_pretrained` go on from a checkpoint's heads.
+    Returns the names of the heads loaded ("masked LM", "next sentence"); one the checkpoint
+    lacks keeps its fresh weights. Reads the checkpoint whole, once more than the backbone did:
+    a cost paid once at the start of a pre-training run."""
+    if detect_format(path) == "keras_hub":
+        return []
+    _, weights = read_checkpoint(path, allow_pickle=allow_pickle)
+    return [HEAD_NAMES[prefix] for prefix in set_head_weights(pretrainer, weights)]
 
 
 def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None, label_names=None):
@@ -200,6 +216,7 @@ def _config_and_weights(model):
 
 __all__ = [
     "CheckpointError", "detect_format", "read_checkpoint", "read_config", "load_backbone",
+    "load_pretraining_heads",
     "is_causal", "refuse_causal", "save_hf", "save_google", "save_keras_hub",
     "read_hf_checkpoint", "write_hf_checkpoint", "read_google_checkpoint",
     "write_google_checkpoint", "get_backbone_weights", "set_backbone_weights",

@@ -12,6 +12,7 @@ unpickling a file can run arbitrary code.
 import json
 import pathlib
 import shutil
+import warnings
 
 import numpy as np
 import safetensors
@@ -41,8 +42,23 @@ def read_hf_checkpoint(path, allow_pickle=False):
     weights = _canonical_names(raw, path)
     if architecture and not has_pooler(architecture):
         weights = {**_drawn_pooler(config), **weights}
+    elif _is_language_model(path) and "pooler.dense.weight" not in weights:
+        warnings.warn(f"{path} holds no pooler (transformers' language-model classes build "
+                      "none): a pooler is drawn at random, which fine-tuning on "
+                      "pooled_output trains, as transformers does.", stacklevel=2)
+        weights = {**_drawn_pooler(config), **weights}
     check_weights(weights, config, source=str(path))
     return config, weights
+
+
+def _is_language_model(path):
+    """Whether config.json names `BertForMaskedLM` or `BertLMHeadModel`, whose encoder is built
+    with `add_pooling_layer=False` (what transformers' run_mlm.py saves, for one)."""
+    try:
+        names = json.loads((path / "config.json").read_text()).get("architectures") or ()
+    except (OSError, ValueError, AttributeError):
+        return False  # reading the config named the problem
+    return any(name in ("BertForMaskedLM", "BertLMHeadModel") for name in names)
 
 
 def read_tensors(path, names, allow_pickle=False):

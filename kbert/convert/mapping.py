@@ -7,7 +7,7 @@ by side (query columns first, heads in order), which is the layout the encoder b
 
 import numpy as np
 
-from kbert.convert.weights import check_weights
+from kbert.convert.weights import MLM_HEAD, NSP_HEAD, check_weights
 
 
 def _one(arrays):
@@ -94,6 +94,19 @@ def read_slots(slots) -> dict:
 def assign_slots(slots, weights) -> None:
     for variable, names, codec in slots:
         variable.assign(_PACK[codec]([weights[n] for n in names]).astype(variable.dtype))
+
+
+def set_head_weights(pretrainer, weights) -> list[str]:
+    """Loads the pre-training heads that both `pretrainer` (a `BertPretrainer`) and the
+    canonical dict `weights` hold (readers check that a head group is complete or absent);
+    returns the groups loaded, as `HEAD_GROUPS` prefixes. Any other head keeps its weights."""
+    groups = {MLM_HEAD: head_slots(mlm_head=pretrainer.mlm_head),
+              NSP_HEAD: head_slots(nsp_head=pretrainer.nsp_head)}
+    loaded = [prefix for prefix, slots in groups.items()
+              if slots and any(name.startswith(prefix) for name in weights)]
+    for prefix in loaded:
+        assign_slots(groups[prefix], weights)
+    return loaded
 
 
 def get_backbone_weights(backbone) -> dict:

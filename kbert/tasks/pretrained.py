@@ -38,7 +38,7 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
     size preset, checkpoint directory, random:<name>) → pretrained backbone, tokenizer, the
     preprocessor `cls` takes and a new head built with `kwargs` (the encoder's dropout rates,
     `hidden_dropout` and `attention_dropout`, go to the backbone)."""
-    from kbert.presets import load_backbone_and_tokenizer
+    from kbert.presets import load_backbone_and_tokenizer, load_pretraining_heads
 
     if RunDirectory.is_run(name_or_dir):
         if kwargs or sequence_length:
@@ -68,6 +68,8 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
     model = cls(backbone, preprocessor=preprocessor, **kwargs)
     if head is not None:
         model.get_layer(head.layer).set_weights(head.weights)
+    elif hasattr(model, "mlm_head"):  # a BertPretrainer goes on from the checkpoint's heads
+        load_pretraining_heads(model, name_or_dir, allow_pickle=allow_pickle)
     return model
 
 

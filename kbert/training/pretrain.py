@@ -7,8 +7,8 @@ What `kbert pretrain` calls, with the settings of a `PretrainConfig`
    `kbert.data.pretraining.documents`), or a folder of TFRecord shards written by
    `kbert.data.pretraining.write_tfrecords` — and holds out whole documents (for TFRecords: the
    last shard, shards being disjoint sets of documents) for evaluation;
-2. builds a `BertPretrainer` on a fresh backbone of `preset` (or on the weights of `init`; both
-   through `kbert.presets.load_backbone_and_tokenizer`), in
+2. builds a `BertPretrainer` on a fresh backbone of `preset` (or on the weights of `init`, and
+   its masked-LM and next-sentence heads where it has them; both through `kbert.presets`), in
    the strategy's scope (`kbert.training.distribution`; on JAX, `keras.distribution` over the
    whole run: `kbert.training.jax_distribution`), with the dtype policy for mixed precision;
 3. compiles it with AdamW (`kbert.training.optimizer`) or LAMB (`kbert.training.lamb`): linear
@@ -83,7 +83,7 @@ def _run(config, output, strategy):
     chief = is_chief(strategy)
     keras.utils.set_random_seed(config.seed)
 
-    model, tokenizer = build_model(config, strategy)
+    model, tokenizer, heads = build_model(config, strategy)
     data = pretraining_data(config, tokenizer, _masker(config, tokenizer))
     plan = plan_steps(config, data.train_examples)
     compile_model(config, model, strategy, plan.total_steps)
@@ -96,7 +96,8 @@ def _run(config, output, strategy):
     logger, seconds = fit(config, model, data, plan, run, initial_epoch, start_step, chief)
     result = {**evaluate(model, data.heldout, config.nsp),
               **_summary(config, model, tokenizer, data, logger, start_step, state, strategy),
-              "start": start_metrics, "train_seconds": seconds, "run": run}
+              "start": start_metrics, "train_seconds": seconds, "run": run,
+              **({"init_heads": heads} if config.init else {})}
     if chief:
         _write_json(output / "metrics.json", result)
     if config.save_model:
@@ -116,15 +117,19 @@ def _as_config(output_dir, config, kwargs):
 
 
 def build_model(config, strategy):
-    """(BertPretrainer, tokenizer), built in the strategy's scope under the dtype policy."""
+    """(BertPretrainer, tokenizer, names of the heads taken from `init`), built in the
+    strategy's scope under the dtype policy. Continued pre-training goes on from the heads
+    `init` holds, as Google's run_pretraining.py does from its init_checkpoint."""
     from kbert.models.pretrainer import BertPretrainer
-    from kbert.presets import load_backbone_and_tokenizer
+    from kbert.presets import load_backbone_and_tokenizer, load_pretraining_heads
 
     with strategy.scope():
         backbone, tokenizer = load_backbone_and_tokenizer(
             config.model_name, dtype=config.policy, vocabulary=config.vocabulary,
             causal=config.causal, attention_implementation=config.attention)
-        return BertPretrainer(backbone, use_nsp=config.nsp), tokenizer
+        model = BertPretrainer(backbone, use_nsp=config.nsp)
+        heads = load_pretraining_heads(model, config.init) if config.init else []
+        return model, tokenizer, heads
 
 
 def _masker(config, tokenizer):

@@ -200,6 +200,35 @@ def test_heads_are_optional_per_group(tiny_ckpt, tmp_path):
         read_google_checkpoint(write_raw(tmp_path / "partial", partial, target))
 
 
+def test_a_pretrainer_goes_on_from_the_heads_there_are(tiny_ckpt, tmp_path):
+    """Continued pre-training starts from the checkpoint's heads, as run_pretraining.py's
+    init_checkpoint restores cls/*: each head group the checkpoint holds, and only those."""
+    from kbert.convert import load_pretraining_heads
+    from kbert.convert.mapping import head_slots, read_slots
+    from kbert.models import BertBackbone, BertPretrainer
+
+    target, weights = tiny_ckpt
+    model = BertPretrainer(BertBackbone(TINY))
+    assert load_pretraining_heads(model, target) == ["masked LM", "next sentence"]
+    loaded = read_slots(head_slots(model.mlm_head, model.nsp_head))
+    assert sorted(loaded) == sorted(n for n in weights if n.startswith("cls."))
+    for name, value in loaded.items():
+        np.testing.assert_array_equal(value, weights[name])
+
+    no_nsp = {n: v for n, v in read_raw(target).items()
+              if not n.startswith("cls/seq_relationship/")}
+    model = BertPretrainer(BertBackbone(TINY))
+    fresh = model.nsp_head.get_weights()
+    assert load_pretraining_heads(model, write_raw(tmp_path / "mlm", no_nsp, target)) == [
+        "masked LM"]
+    np.testing.assert_array_equal(model.mlm_head.output_bias.numpy(),
+                                  weights["cls.predictions.bias"])
+    for kept, before in zip(model.nsp_head.get_weights(), fresh):
+        np.testing.assert_array_equal(kept, before)
+    without_nsp = BertPretrainer(BertBackbone(TINY), use_nsp=False)
+    assert load_pretraining_heads(without_nsp, target) == ["masked LM"]
+
+
 @pytest.mark.parametrize("change, pattern", [
     ("missing", r"missing \(1\): bert/encoder/layer_0/output/dense/bias"),
     ("unknown", r"unexpected \(1\): bert/encoder/layer_0/attention/self/extra"),

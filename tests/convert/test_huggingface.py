@@ -157,6 +157,41 @@ def test_pretraining_heads_match_transformers_bert_for_pretraining(tmp_path):
     np.testing.assert_allclose(ours["nsp"], ref.seq_relationship_logits.numpy(), atol=1e-5)
 
 
+@pytest.mark.parametrize("hf_class", ["BertForPreTraining", "BertForMaskedLM"])
+def test_a_pretrainer_from_a_checkpoint_has_its_heads(hf_class, tmp_path):
+    """`BertPretrainer.from_pretrained` (and so `kbert pretrain --init`) goes on from the heads
+    a transformers checkpoint holds: its MLM (and NSP) logits are transformers' own. A
+    `BertForMaskedLM` (what transformers' run_mlm.py saves) has no pooler and no NSP head."""
+    config = transformers.BertConfig(vocab_size=70, hidden_size=24, num_hidden_layers=2,
+                                     num_attention_heads=3, intermediate_size=48,
+                                     max_position_embeddings=32)
+    torch.manual_seed(0)
+    hf = getattr(transformers, hf_class)(config).eval()
+    with torch.no_grad():  # off the initial ones and zeros, so that every mapping shows
+        for parameter in hf.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.2)
+    hf.save_pretrained(tmp_path / "hf")
+    (tmp_path / "hf" / "vocab.txt").write_text("\n".join(
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(65)]) + "\n")
+    if hf_class == "BertForMaskedLM":
+        with pytest.warns(UserWarning, match="holds no pooler"):
+            ours = kbert.BertPretrainer.from_pretrained(str(tmp_path / "hf"))
+    else:
+        ours = kbert.BertPretrainer.from_pretrained(str(tmp_path / "hf"))
+    ids = np.random.default_rng(1).integers(5, 70, (2, 9)).astype("int32")
+    x = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids),
+         "masked_positions": np.array([[1, 4], [8, 0]], "int32")}
+    out = ours.predict(x, verbose=0)
+    with torch.no_grad():
+        ref = hf(input_ids=torch.from_numpy(ids.astype("int64")))
+    logits = ref.prediction_logits if hf_class == "BertForPreTraining" else ref.logits
+    np.testing.assert_allclose(
+        out["mlm"], np.take_along_axis(logits.numpy(), x["masked_positions"][..., None], 1),
+        atol=1e-4)
+    if hf_class == "BertForPreTraining":
+        np.testing.assert_allclose(out["nsp"], ref.seq_relationship_logits.numpy(), atol=1e-5)
+
+
 def test_refuses_pickle_unless_asked(minilm_dir, tmp_path):
     target = tmp_path / "pickled"
     target.mkdir()
