@@ -132,10 +132,10 @@ def _finetune_extras(finetune):
     finetune.add_argument("--attention-images", metavar="SENTENCE",
                           help="write SENTENCE's attention heatmaps to TensorBoard while "
                                "training (OUTPUT/logs/attention)")
-    finetune.add_argument("--validation", action=argparse.BooleanOptionalAction, default=True,
+    finetune.add_argument("--validation", action=argparse.BooleanOptionalAction, default=None,
                           help="score the dev split after every epoch (TensorBoard's validation "
-                               "run; default) or not; the final dev / test scores run either "
-                               "way")
+                               "run; default without --keep-best, whose dev pass is then the "
+                               "epoch's one) or not; the final dev / test scores run either way")
     finetune.add_argument("--keep-best", action="store_true",
                           help="score dev with the task's metric after every epoch (with "
                                "--steps, every checkpoint) and end with the best one's weights "

@@ -7,6 +7,7 @@ import safetensors.numpy
 import tensorflow as tf
 
 from kbert import cli
+from kbert.training.finetune_config import FinetuneConfig
 
 # The modules, not the functions of the same name that kbert.training exports.
 finetune_module = importlib.import_module("kbert.training.finetune")
@@ -133,9 +134,13 @@ def test_finetune_flags_reach_the_driver(monkeypatch):
         cli.main(["finetune", "--mixed-precision", "int8"])
     assert cli.main(["finetune", "--task", "conll", "--batching", "random"]) == 0
     assert calls[-1]["task_options"] == {"batching": "random"}
-    assert calls[-1]["validate"] is True  # the default: dev scored after every epoch
+    assert calls[-1]["validate"] is None  # the default: dev scored after every epoch...
+    assert FinetuneConfig(validate=None).validates  # ...by Keras, or by --keep-best alone
+    assert not FinetuneConfig(validate=None, keep_best=True).validates
     assert cli.main(["finetune", "--no-validation"]) == 0
     assert calls[-1]["validate"] is False
+    assert cli.main(["finetune", "--validation", "--keep-best"]) == 0
+    assert calls[-1]["validate"] is True and calls[-1]["keep_best"] is True
     assert calls[-1]["attention"] == "auto"  # kbert's choice by backend and device
     assert cli.main(["finetune", "--attention", "flash"]) == 0
     assert calls[-1]["attention"] == "flash"

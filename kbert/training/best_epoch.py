@@ -27,16 +27,22 @@ WEIGHTS_FILE = "model.weights.h5"
 
 class KeepBest(keras.callbacks.Callback):
     """Scores the model with `score()` (higher is better) at every epoch end and keeps the
-    best epoch's weights under `output_dir/best/`."""
+    best epoch's weights under `output_dir/best/`. The score joins the epoch's logs as
+    `val_<metric>` (unless Keras' validation pass already put one there), so that the
+    callbacks after this one (TensorBoard, History, the progress bar) report it, as Keras'
+    ReduceLROnPlateau adds its learning rate."""
 
-    def __init__(self, output_dir, score):
+    def __init__(self, output_dir, score, metric="score"):
         super().__init__()
         self.directory = pathlib.Path(output_dir) / BEST
         self.score = score
+        self.metric = metric
 
     def on_epoch_end(self, epoch, logs=None):
         epoch += 1  # Keras counts from 0; checkpoints and metrics.json from 1
         value = float(self.score())
+        if logs is not None:
+            logs.setdefault(f"val_{self.metric}", value)
         self.directory.mkdir(parents=True, exist_ok=True)
         # Scores of this epoch or later come from an attempt that was killed: redone now.
         scores = [s for s in read_scores(self.directory.parent) if s["epoch"] < epoch]

@@ -140,12 +140,13 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
                                  config.seed + (state["step"] if state else 0),
                                  pad_multiple(model))
     validation = (spec.validation_dataset(model, held_out["dev"], config.batch_size)
-                  if config.validate and "dev" in held_out else None)
+                  if config.validates and "dev" in held_out else None)
     keep_best = [best_epoch.KeepBest(output_dir, lambda: spec.evaluate(
-        model, held_out["dev"])[0][spec.metric])] if config.keep_best else []
+        model, held_out["dev"])[0][spec.metric], spec.metric)] if config.keep_best else []
     history, train_seconds = _fit(
         model, dataset, plan, state["epoch"] if state else 0,
-        _callbacks(config, model, output_dir, total_steps) + keep_best  # before the checkpoint
+        # The best epoch's score first (TensorBoard logs it), before the epoch's checkpoint.
+        keep_best + _callbacks(config, model, output_dir, total_steps)
         + resumable.checkpoint_callbacks(output_dir, record, plan), config.verbose, validation)
     best = best_epoch.restore_best(output_dir, model) if config.keep_best else None
 

@@ -28,10 +28,12 @@ class FinetuneConfig:
     mixed_precision: None (float32), "bf16" or "fp16" (loss scaling); weights stay float32.
     validate: the dev split's loss and metrics after every epoch (TensorBoard's validation run);
       False trains without them (Hugging Face's Trainer default) and leaves the weights and
-      the final dev / test scores as they are.
+      the final dev / test scores as they are. None (default): True unless `keep_best`, whose
+      pass over dev is then the epoch's only one.
     keep_best: score dev with the task's metric after every epoch (with `steps`, every
       checkpoint) and end with the best epoch's weights (`kbert.training.best_epoch`); the
       final dev score is then that choice's, so test (where the task has one) is the fair one.
+      The score joins the epoch's logs as `val_<metric>` (TensorBoard's validation run).
     attention: the backbone's `attention_implementation` (`kbert.layers.attention_kernel`).
     hidden_dropout, attention_dropout: the encoder's dropout rates in [0, 1); None keeps the
       checkpoint's (BERT's 0.1). A run without attention dropout may train faster on a GPU
@@ -55,7 +57,7 @@ class FinetuneConfig:
     attention_sentence: str = None
     xla: bool | None = None
     mixed_precision: str = None
-    validate: bool = True
+    validate: bool | None = None
     keep_best: bool = False
     attention: str = "auto"
     hidden_dropout: float = None
@@ -82,9 +84,10 @@ class FinetuneConfig:
             if not _in_range(getattr(self, name), 0, high):
                 raise ValueError(f"{name} must be a finite number in [0, {high}], got "
                                  f"{getattr(self, name)!r}.")
-        for name in ("validate", "keep_best"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
+        for name, allowed in (("validate", "True, False or None"), ("keep_best", "True or False")):
+            value = getattr(self, name)
+            if not isinstance(value, bool) and not (value is None and name == "validate"):
+                raise ValueError(f"{name} must be {allowed}, got {value!r}.")
         check_implementation(self.attention, "attention")
         for name, rate in self.dropout_rates.items():  # BertConfig's own rule for its rates
             if problem := field_problem(name, rate):
@@ -99,8 +102,13 @@ class FinetuneConfig:
                 "learning_rate": self.peak_learning_rate, "warmup_fraction": self.warmup_fraction,
                 "weight_decay": self.weight_decay, "seed": self.seed,
                 "mixed_precision": dtype_policy(self.mixed_precision), "mode": self.mode,
-                "validate": self.validate, "keep_best": self.keep_best,
+                "validate": self.validates, "keep_best": self.keep_best,
                 "attention": self.attention, **self.dropout_rates}
+
+    @property
+    def validates(self):
+        """Whether Keras' validation pass runs after every epoch (`validate`, resolved)."""
+        return not self.keep_best if self.validate is None else self.validate
 
     @property
     def dropout_rates(self):

@@ -13,15 +13,22 @@ from kbert.training.finetune import evaluate_run, finetune
 def test_the_run_keeps_its_best_epochs_weights(tmp_path):
     """Three epochs of MiniLM on 32 reviews at a high rate: dev accuracy falls after the first
     (seed 0), and the saved run, scored again in this process, has the first epoch's score."""
+    from tests.pretraining.test_pretrain import event_scalars
     from tests.test_cli_processes import KBERT, run
 
     output = tmp_path / "run"
     out, _ = run(KBERT + ["finetune", "--task", "sentiment", "--epochs", "3", "--batch-size",
                           "8", "--max-train-examples", "32", "--max-eval-examples", "32",
                           "--sequence-length", "32", "--learning-rate", "2e-4", "--seed", "0",
-                          "--keep-best", "--no-validation", "--output", output])
+                          "--keep-best", "--output", output])
     metrics = json.loads((output / "metrics.json").read_text())
     scores = [s["score"] for s in metrics["dev_scores"]]
+    # One dev pass an epoch, --keep-best's: no Keras validation loss, and its score is what
+    # TensorBoard's validation run shows.
+    assert metrics["settings"]["validate"] is False
+    logged = event_scalars(output / "logs" / "validation")
+    assert "epoch_loss" not in logged
+    assert [value for _, value in logged["epoch_accuracy"]] == pytest.approx(scores)
     assert [s["epoch"] for s in metrics["dev_scores"]] == [1, 2, 3]
     assert metrics["best_epoch"] == scores.index(max(scores)) + 1
     assert scores[-1] < max(scores)  # the last epoch is not the best: keeping it matters
