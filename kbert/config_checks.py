@@ -101,10 +101,11 @@ _KERAS_HUB_KEYS = {"vocab_size": "vocabulary_size", "hidden_size": "hidden_dim",
                    "type_vocab_size": "num_segments"}
 
 
-def check_keras_hub_config(values, source: str) -> None:
-    """Raises `ConfigError` unless `values` (the "config" of a keras-hub BertBackbone preset's
-    config.json) has sizes `BertConfig` accepts: the same bounds, checked before keras-hub
-    builds (and allocates) anything."""
+def check_keras_hub_config(values, source: str) -> dict:
+    """The `BertConfig` fields of `values` (the "config" of a keras-hub BertBackbone preset's
+    config.json, keras-hub's defaults filled in); raises `ConfigError` unless they are sizes
+    `BertConfig` accepts: the same bounds, checked before keras-hub builds (and allocates)
+    anything."""
     if not isinstance(values, dict):
         raise ConfigError(f"{source}: 'config' must be a JSON object, got {values!r}.")
     defaults = {"dropout": 0.1, "max_sequence_length": 512, "num_segments": 2}  # keras-hub's
@@ -114,5 +115,7 @@ def check_keras_hub_config(values, source: str) -> None:
         raise ConfigError(f"{source} lacks {missing}.")
     fields = {field: values.get(key, defaults.get(key))
               for field, key in _KERAS_HUB_KEYS.items()}
-    check_fields({**fields, "attention_dropout": fields["hidden_dropout"]},
-                 names={**_KERAS_HUB_KEYS, "attention_dropout": "dropout"}, source=source)
+    fields["attention_dropout"] = fields["hidden_dropout"]  # keras-hub has one rate
+    check_fields(fields, names={**_KERAS_HUB_KEYS, "attention_dropout": "dropout"},
+                 source=source)
+    return fields

@@ -52,16 +52,17 @@ def read_checkpoint(path, allow_pickle=False):
 
 
 def read_config(path):
-    """The `BertConfig` of a checkpoint, without reading its weights (keras-hub presets excepted:
-    their config comes from the loaded backbone)."""
+    """The `BertConfig` of a checkpoint, without reading its weights."""
     from kbert.config import BertConfig, ConfigError
 
     path = pathlib.Path(path)
     fmt = detect_format(path)
-    if fmt == "keras_hub":
-        return read_checkpoint(path)[0]
     directory = path if path.is_dir() else path.parent
     try:
+        if fmt == "keras_hub":
+            from kbert.convert.keras_hub import read_preset_config
+
+            return read_preset_config(path)
         if fmt == "google":
             return BertConfig.from_google_config(directory / "bert_config.json")
         return BertConfig.from_hf_config(directory / "config.json")

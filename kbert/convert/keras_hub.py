@@ -89,9 +89,15 @@ def _config_of(backbone) -> BertConfig:
     )
 
 
-def _load_preset(directory: str):
-    import keras_hub
+def read_preset_config(directory) -> BertConfig:
+    """The `BertConfig` of a keras-hub preset directory from its config.json alone (no model
+    is built): what `from_keras_hub` gives for it, read as cheaply as a Hugging Face config."""
+    fields = _preset_fields(os.fspath(directory))
+    return BertConfig(**fields, hidden_act="gelu_tanh", layer_norm_eps=KERAS_HUB_LAYER_NORM_EPS)
 
+
+def _preset_fields(directory: str) -> dict:
+    """The checked `BertConfig` fields of a preset directory that holds both of its files."""
     config_path = os.path.join(directory, PRESET_CONFIG)
     weights_path = os.path.join(directory, PRESET_WEIGHTS)
     if not os.path.isdir(directory):
@@ -109,8 +115,14 @@ def _load_preset(directory: str):
     if class_name != "BertBackbone":
         raise CheckpointError(f"keras-hub preset {directory}: {config_path} describes "
                               f"{class_name!r}, not a BertBackbone.")
-    # Sizes are checked before keras-hub builds (and allocates) the model.
-    check_keras_hub_config(preset.get("config"), config_path)
+    return check_keras_hub_config(preset.get("config"), config_path)
+
+
+def _load_preset(directory: str):
+    import keras_hub
+
+    _preset_fields(directory)  # sizes checked before keras-hub builds (and allocates) the model
+    weights_path = os.path.join(directory, PRESET_WEIGHTS)
     try:
         return keras_hub.models.BertBackbone.from_preset(directory)
     except Exception as e:  # h5py, Keras and keras-hub raise many kinds

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from kbert.config import BertConfig, ConfigError
+from kbert.convert import read_config
 from kbert.convert.keras_hub import from_keras_hub, to_keras_hub
 from kbert.convert.weights import CheckpointError, expected_shapes
 
@@ -118,6 +119,17 @@ def test_round_trip_is_identical(backbone, converted):
     _, again = from_keras_hub(rebuilt)
     for name in weights:
         np.testing.assert_array_equal(again[name], weights[name])
+
+
+@pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")  # Keras' saver
+def test_a_presets_config_is_read_without_building_its_model(backbone, converted, tmp_path,
+                                                             monkeypatch):
+    """What `kbert finetune --init PRESET` checks first (the sequence length against the
+    positions) costs a JSON read, not a second load of the model."""
+    backbone.save_to_preset(str(tmp_path / "preset"))
+    monkeypatch.setattr(keras_hub.models.BertBackbone, "from_preset",
+                        lambda *args, **kwargs: pytest.fail("the model was built"))
+    assert read_config(tmp_path / "preset") == converted[0]
 
 
 @pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")  # Keras' saver
