@@ -84,10 +84,10 @@ class FinetuneConfig:
             if not _in_range(getattr(self, name), 0, high):
                 raise ValueError(f"{name} must be a finite number in [0, {high}], got "
                                  f"{getattr(self, name)!r}.")
-        for name, allowed in (("validate", "True, False or None"), ("keep_best", "True or False")):
-            value = getattr(self, name)
-            if not isinstance(value, bool) and not (value is None and name == "validate"):
-                raise ValueError(f"{name} must be {allowed}, got {value!r}.")
+        if not isinstance(self.validate, bool | None):
+            raise ValueError(f"validate must be True, False or None, got {self.validate!r}.")
+        if not isinstance(self.keep_best, bool):
+            raise ValueError(f"keep_best must be True or False, got {self.keep_best!r}.")
         check_implementation(self.attention, "attention")
         for name, rate in self.dropout_rates.items():  # BertConfig's own rule for its rates
             if problem := field_problem(name, rate):
