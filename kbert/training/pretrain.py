@@ -23,8 +23,9 @@ What `kbert pretrain` calls, with the settings of a `PretrainConfig`
 5. scores the held-out documents before (fresh runs) and after training and writes
    OUTPUT/metrics.json: `mlm_accuracy`, `nsp_accuracy`, their losses, the most-frequent-token
    baseline (`baseline_mlm_accuracy`: always predicting the training data's most frequent
-   token) and the start values; the trained model goes to OUTPUT/model/ as a Hugging Face
-   directory (backbone + MLM/NSP heads + vocab.txt), which `kbert finetune --init` reads.
+   token), the start values and, with `init`, `init_heads` (the heads taken from it); the
+   trained model goes to OUTPUT/model/ as a Hugging Face directory (backbone + MLM/NSP heads
+   + vocab.txt), which `kbert finetune --init` and `kbert pretrain --init` read.
 
 Step accounting: `steps` counts optimizer updates; with `gradient_accumulation_steps=k` each one
 consumes k batches of `batch_size` (an effective batch of k·batch_size), and the schedule runs
