@@ -24,7 +24,9 @@ def pretrain_parser(commands):
         "  TF_CONFIG=... kbert pretrain --strategy multi_worker --output runs/mw")
     start = pretrain.add_mutually_exclusive_group()
     start.add_argument("--preset", default="mini", help="size of a fresh model (default mini)")
-    start.add_argument("--init", help="a checkpoint dir or weights preset to continue from")
+    start.add_argument("--init", help="a checkpoint dir or weights preset to continue from: "
+                                      "its encoder, and its masked-LM and next-sentence heads "
+                                      "where it has them")
     pretrain.add_argument("--corpus", help="text file, folder of .txt files, glob, or TFRecord "
                                            "folder (default: Wikipedia lead sections)")
     length = pretrain.add_mutually_exclusive_group(required=True)
