@@ -30,16 +30,19 @@ def command(argv):
 def summarize(lines):
     """{"processes", "cpu", "by_command", "by_test"}: counts and CPU seconds, largest first."""
     rows = [json.loads(line) for line in lines if line.strip()]
-    totals = {}
-    for key, name in ((lambda r: command(r["argv"]), "by_command"), (lambda r: r["test"],
-                                                                      "by_test")):
-        sums = collections.defaultdict(lambda: [0, 0.0])
-        for row in rows:
-            sums[key(row)][0] += 1
-            sums[key(row)][1] += row["cpu"]
-        totals[name] = sorted(([k, n, round(cpu, 1)] for k, (n, cpu) in sums.items()),
-                              key=lambda item: -item[2])
-    return {"processes": len(rows), "cpu": round(sum(r["cpu"] for r in rows), 1), **totals}
+    return {"processes": len(rows), "cpu": round(sum(r["cpu"] for r in rows), 1),
+            "by_command": _totals(rows, lambda row: command(row["argv"])),
+            "by_test": _totals(rows, lambda row: row["test"])}
+
+
+def _totals(rows, key):
+    """[[key, processes, CPU seconds]] of the rows grouped by `key(row)`, most CPU first."""
+    sums = collections.defaultdict(lambda: [0, 0.0])
+    for row in rows:
+        sums[key(row)][0] += 1
+        sums[key(row)][1] += row["cpu"]
+    return sorted(([k, n, round(cpu, 1)] for k, (n, cpu) in sums.items()),
+                  key=lambda item: -item[2])
 
 
 def main(argv=None):

@@ -20,7 +20,8 @@ import safetensors.numpy
 
 from kbert.atomic import atomic_directory
 from kbert.config import BertConfig
-from kbert.convert.task_heads import checkpoint_architecture, has_pooler, head_tensor_names
+from kbert.convert.task_heads import (checkpoint_architecture, has_pooler, head_tensor_names,
+                                      is_language_model)
 from kbert.convert.weights import CheckpointError, check_finite, check_weights
 
 _BUFFERS = ("embeddings.position_ids",)
@@ -42,23 +43,13 @@ def read_hf_checkpoint(path, allow_pickle=False):
     weights = _canonical_names(raw, path)
     if architecture and not has_pooler(architecture):
         weights = {**_drawn_pooler(config), **weights}
-    elif _is_language_model(path) and "pooler.dense.weight" not in weights:
+    elif is_language_model(path) and "pooler.dense.weight" not in weights:
         warnings.warn(f"{path} holds no pooler (transformers' language-model classes build "
                       "none): a pooler is drawn at random, which fine-tuning on "
                       "pooled_output trains, as transformers does.", stacklevel=2)
         weights = {**_drawn_pooler(config), **weights}
     check_weights(weights, config, source=str(path))
     return config, weights
-
-
-def _is_language_model(path):
-    """Whether config.json names `BertForMaskedLM` or `BertLMHeadModel`, whose encoder is built
-    with `add_pooling_layer=False` (what transformers' run_mlm.py saves, for one)."""
-    try:
-        names = json.loads((path / "config.json").read_text()).get("architectures") or ()
-    except (OSError, ValueError, AttributeError):
-        return False  # reading the config named the problem
-    return any(name in ("BertForMaskedLM", "BertLMHeadModel") for name in names)
 
 
 def read_tensors(path, names, allow_pickle=False):

@@ -162,6 +162,14 @@ def _json_object(path):
     return value if isinstance(value, dict) else {}
 
 
+def is_language_model(path):
+    """Whether a Hugging Face directory's config.json names `BertForMaskedLM` or
+    `BertLMHeadModel`, whose encoder transformers builds with `add_pooling_layer=False` (what
+    its run_mlm.py saves, for one): such a checkpoint holds no pooler."""
+    names = (_hf_config(path) or {}).get("architectures") or ()
+    return any(name in ("BertForMaskedLM", "BertLMHeadModel") for name in names)
+
+
 def _architecture(config):
     known = {hf for hf, *_ in HF_TASK_CLASSES.values()}
     return next((a for a in (config or {}).get("architectures") or () if a in known), None)

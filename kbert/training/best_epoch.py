@@ -32,7 +32,7 @@ class KeepBest(keras.callbacks.Callback):
     callbacks after this one (TensorBoard, History, the progress bar) report it, as Keras'
     ReduceLROnPlateau adds its learning rate."""
 
-    def __init__(self, output_dir, score, metric="score"):
+    def __init__(self, output_dir, score, metric):
         super().__init__()
         self.directory = pathlib.Path(output_dir) / BEST
         self.score = score
