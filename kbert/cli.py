@@ -38,7 +38,7 @@ def _pretrain(args) -> int:
         mixed_precision=args.mixed_precision, jit_compile=args.xla,
         checkpoint_every=args.checkpoint_every, strategy=args.strategy, attention=args.attention,
         whole_word=args.whole_word, nsp=not args.no_nsp, causal=args.causal, seed=args.seed,
-        profile_batches=args.profile_batches)
+        profile_batches=args.profile_batches, allow_pickle=args.allow_pickle)
     lm = "next_token" if args.causal else "mlm"  # what the LM head's accuracy counts
     print("held-out: " + ", ".join(f"{k.replace('mlm', lm)} {metrics[k]:.4f}" for k in
                                    ("mlm_accuracy", "nsp_accuracy", "baseline_mlm_accuracy")
@@ -68,7 +68,8 @@ def _finetune(args) -> int:
         mode=args.mode, seed=args.seed, mixed_precision=args.mixed_precision,
         attention_sentence=args.attention_images, xla=args.xla,
         validate=args.validation, keep_best=args.keep_best, attention=args.attention,
-        hidden_dropout=args.hidden_dropout, attention_dropout=args.attention_dropout)
+        hidden_dropout=args.hidden_dropout, attention_dropout=args.attention_dropout,
+        allow_pickle=args.allow_pickle)
     _print_metrics(metrics, args.output)
     return 0
 

@@ -7,7 +7,7 @@ import argparse
 
 from kbert.cli_config import add_config_options
 from kbert.cli_training_parsers import finetune_parser, pretrain_parser
-from kbert.cli_types import finite_float, positive_int, subcommand
+from kbert.cli_types import allow_pickle_option, finite_float, positive_int, subcommand
 
 FORMATS = ("huggingface", "google", "keras_hub", "tf_hub")
 
@@ -60,8 +60,7 @@ def _convert_parser(commands):
     convert.add_argument("--to", choices=FORMATS, required=True)
     convert.add_argument("--overwrite", action="store_true",
                          help="replace DEST even if it holds other files")
-    convert.add_argument("--allow-pickle", action="store_true",
-                         help="read a pytorch_model.bin (unpickling runs code: trusted files only)")
+    allow_pickle_option(convert, "a pytorch_model.bin")
     convert.add_argument("--allow-approximation", action="store_true",
                          help="for keras_hub: accept its fixed tanh-GELU for an exact-GELU model")
     convert.add_argument("--sequence-length", type=positive_int,
@@ -108,9 +107,7 @@ def _evaluate_parser(commands):
     evaluate.add_argument("--max-eval-examples", type=positive_int, help="score a fixed subset")
     evaluate.add_argument("--output", help="default: MODEL/eval_SPLIT")
     _null_threshold(evaluate)
-    evaluate.add_argument("--allow-pickle", action="store_true",
-                          help="read a checkpoint's pytorch_model.bin (unpickling runs code: "
-                               "trusted files only)")
+    allow_pickle_option(evaluate)
     return evaluate
 
 
@@ -135,9 +132,7 @@ def _predict_parser(commands):
     predict.add_argument("--text-pair", help="the second text of a sentence-pair task")
     predict.add_argument("--choice", action="append",
                          help="one answer choice of a multiple-choice task (repeat it)")
-    predict.add_argument("--allow-pickle", action="store_true",
-                         help="read a checkpoint's pytorch_model.bin (unpickling runs code: "
-                              "trusted files only)")
+    allow_pickle_option(predict)
     predict.add_argument("--question")
     predict.add_argument("--context")
     predict.add_argument("--task", help="answer as this task (default: as the run was trained; "
@@ -186,9 +181,7 @@ def _export_parser(commands):
                                        "squad2: answers may be empty); for a plain Keras "
                                        "model, classifier, multiple_choice, backbone or "
                                        "feature_extractor")
-    export.add_argument("--allow-pickle", action="store_true",
-                        help="read a checkpoint's pytorch_model.bin (unpickling runs code: "
-                             "trusted files only)")
+    allow_pickle_option(export)
     _null_threshold(export)
     export.add_argument("--no-warmup", action="store_true",
                         help="write no TF Serving warm-up requests")

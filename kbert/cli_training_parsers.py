@@ -4,8 +4,8 @@ commands' together. `kbert.cli_parser` puts them in the `kbert` tree."""
 
 import argparse
 
-from kbert.cli_types import (batch_range, dropout_rate, finite_float, non_negative_int,
-                             positive_float, positive_int, subcommand)
+from kbert.cli_types import (allow_pickle_option, batch_range, dropout_rate, finite_float,
+                             non_negative_int, positive_float, positive_int, subcommand)
 from kbert.layers.attention_kernel import IMPLEMENTATIONS
 
 ATTENTION_HELP = ("the attention kernel (kbert.layers.attention_kernel). Default auto: cuDNN's "
@@ -58,6 +58,7 @@ def pretrain_parser(commands):
                           metavar="FIRST,LAST",
                           help="write a profiler trace of these batches to TensorBoard's "
                                "Profile tab, e.g. 10,20")
+    allow_pickle_option(pretrain, "an --init directory's pytorch_model.bin")
     pretrain.add_argument("--output", default="runs/pretrain")
     return pretrain
 
@@ -104,6 +105,7 @@ def finetune_parser(commands):
     _conll_options(finetune)
     finetune.add_argument("--seed", type=non_negative_int, default=0)
     _finetune_extras(finetune)
+    allow_pickle_option(finetune, "an --init directory's pytorch_model.bin")
     finetune.add_argument("--output", default="runs/finetune")
     return finetune
 

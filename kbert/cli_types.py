@@ -1,5 +1,6 @@
 """argparse value types of the `kbert` command, each refusing a bad value at parse time with a
-message that says what the option takes, and `subcommand`, how every subcommand is declared."""
+message that says what the option takes; `subcommand`, how every subcommand is declared, and
+`allow_pickle_option`, the one opt-in every command that reads a checkpoint shares."""
 
 import argparse
 import math
@@ -68,3 +69,9 @@ def subcommand(commands, name, help, description, examples):
     return commands.add_parser(
         name, help=help, formatter_class=argparse.RawDescriptionHelpFormatter,
         description=description, epilog="examples:\n" + examples)
+
+
+def allow_pickle_option(command, what="a checkpoint's pytorch_model.bin"):
+    """--allow-pickle: the commands that read checkpoints refuse a pickle unless asked."""
+    command.add_argument("--allow-pickle", action="store_true",
+                         help=f"read {what} (unpickling runs code: trusted files only)")

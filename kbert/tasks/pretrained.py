@@ -103,7 +103,7 @@ def _run_head(cls, preset):
                     {"label_names": label_names} if label_names else {})
 
 
-def start_from_fine_tuned_head(model, init, label_names=None):
+def start_from_fine_tuned_head(model, init, label_names=None, allow_pickle=False):
     """Fills the head of `model`, a task model just built on `init`'s encoder, from the head
     `init` holds for the same task, as transformers' `from_pretrained` goes on from a
     fine-tuned model (a sentiment classifier trained further, a SQuAD model on new questions).
@@ -117,7 +117,7 @@ def start_from_fine_tuned_head(model, init, label_names=None):
     from kbert.presets import resolve_preset
     from kbert.tasks.spec import head_in_task_order
 
-    head = _fine_tuned_head(type(model), init)
+    head = _fine_tuned_head(type(model), init, allow_pickle)
     if head is None:
         return False
     layer = model.get_layer(head.layer)

@@ -36,13 +36,13 @@ from kbert.training.precision import dtype_policy, needs_loss_scale
 SENTENCE_KINDS = ("classification", "regression", "multiple_choice")
 
 
-def build_backbone(init, dtype=None, attention="auto", **rates):
+def build_backbone(init, dtype=None, attention="auto", allow_pickle=False, **rates):
     """(backbone, tokenizer) for `init` (see `FinetuneConfig.init`), from the preset registry,
     running the attention kernel `attention`, with the dropout `rates` given (by name)."""
     from kbert.presets import load_backbone_and_tokenizer
 
     return load_backbone_and_tokenizer(init, dtype=dtype, attention_implementation=attention,
-                                       **rates)
+                                       allow_pickle=allow_pickle, **rates)
 
 
 def _fit(model, dataset, plan, initial_epoch, callbacks, verbose, validation=None):
@@ -119,10 +119,12 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
                 for name in ("dev", "test") if splits.get(name)}
 
     backbone, tokenizer = build_backbone(config.init, dtype=policy, attention=config.attention,
+                                         allow_pickle=config.allow_pickle,
                                          **config.dropout_rates)
     sequence_length = config.sequence_length or spec.sequence_length
     model = spec.build(backbone, tokenizer, sequence_length, config.mode)
-    start_from_fine_tuned_head(model, config.init, spec.info().get("label_names"))
+    start_from_fine_tuned_head(model, config.init, spec.info().get("label_names"),
+                               config.allow_pickle)
     plan = resumable.plan_steps(config, None if config.steps else max(
         1, math.ceil(spec.train_size(train, model) / config.batch_size)))
     total_steps = plan.total_steps

@@ -16,6 +16,8 @@ class FinetuneConfig:
     init: pretrained checkpoint dir, weights preset or kbert run dir (one fine-tuned for the
       task brings its head: `start_from_fine_tuned_head`); a size preset ("mini", ...) for random
       weights; "random:<checkpoint>" for random weights of that checkpoint's shape.
+    allow_pickle: read an `init` directory's pytorch_model.bin (unpickling runs code: trusted
+      files only); without it such a checkpoint is refused, with a clear error.
     epochs, steps: train `steps` steps if given, else `epochs` passes over the train split.
     sequence_length: the packed length (default: the task's, 128; SQuAD 384).
     learning_rate: peak rate (default 5e-5; 1e-3 with mode="feature", where only a head trains).
@@ -41,6 +43,7 @@ class FinetuneConfig:
     """
 
     init: str = "minilm_l6_h384_uncased"
+    allow_pickle: bool = False
     output_dir: str = "runs/finetune"
     epochs: int = 3
     steps: int = None

@@ -127,9 +127,11 @@ def build_model(config, strategy):
     with strategy.scope():
         backbone, tokenizer = load_backbone_and_tokenizer(
             config.model_name, dtype=config.policy, vocabulary=config.vocabulary,
-            causal=config.causal, attention_implementation=config.attention)
+            causal=config.causal, attention_implementation=config.attention,
+            allow_pickle=config.allow_pickle)
         model = BertPretrainer(backbone, use_nsp=config.nsp)
-        heads = load_pretraining_heads(model, config.init) if config.init else []
+        heads = load_pretraining_heads(model, config.init, config.allow_pickle) \
+            if config.init else []
         return model, tokenizer, heads
 
 

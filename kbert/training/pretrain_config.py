@@ -23,7 +23,8 @@ class PretrainConfig:
     preset: the fresh model, a name of `kbert.presets` that means random weights ("tiny" ...
       "large", "random:<checkpoint>"); or `bert_config`, a `BertConfig`; or `init`, a checkpoint
       or weights preset to continue from. `vocabulary` (vocab.txt, token list or tokenizer)
-      replaces BERT's uncased vocabulary for a fresh model.
+      replaces BERT's uncased vocabulary for a fresh model. `allow_pickle` lets an `init`
+      directory's pytorch_model.bin be read (unpickling runs code: trusted files only).
     corpus: None (Wikipedia), text files / folder / glob (`corpus_format`), or a TFRecord folder.
     steps: optimizer updates, or `epochs` passes over the training pairs (exactly one).
     batch_size: per update (the global batch); `gradient_accumulation_steps` k makes each
@@ -46,6 +47,7 @@ class PretrainConfig:
     output_dir: str | os.PathLike
     preset: str = "mini"
     init: str | os.PathLike | None = None
+    allow_pickle: bool = False
     bert_config: BertConfig | None = None
     vocabulary: object = None
     corpus: object = None

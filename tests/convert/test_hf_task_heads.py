@@ -233,9 +233,12 @@ def test_kbert_export_and_predict_take_a_hugging_face_classifier(hf_task_dir, tm
 
 
 @pytest.mark.slow
-def test_a_pickled_fine_tuned_checkpoint_converts_only_when_allowed(minilm_dir, tmp_path):
-    """An older transformers classifier (pytorch_model.bin only): `kbert convert`, `predict`
-    and `export` refuse to unpickle it unless `--allow-pickle`, and then use its head."""
+def test_a_pickled_fine_tuned_checkpoint_is_read_only_when_allowed(minilm_dir, tmp_path):
+    """An older transformers classifier (pytorch_model.bin only): `kbert convert`, `predict`,
+    `export`, `finetune --init` and `pretrain --init` refuse to unpickle it unless
+    `--allow-pickle`, and then use its weights."""
+    import keras
+
     from tests.test_cli_processes import KBERT, run, run_together
 
     torch.manual_seed(0)
@@ -244,25 +247,46 @@ def test_a_pickled_fine_tuned_checkpoint_converts_only_when_allowed(minilm_dir, 
                                      max_position_embeddings=64, num_labels=3)
     config.architectures = ["BertForSequenceClassification"]
     reference = transformers.BertForSequenceClassification(config).eval()
-    (tmp_path / "old").mkdir()  # as transformers 4 wrote it by default before safetensors
-    config.save_pretrained(str(tmp_path / "old"))
-    torch.save(reference.state_dict(), tmp_path / "old" / "pytorch_model.bin")
-    shutil.copy(minilm_dir / "vocab.txt", tmp_path / "old" / "vocab.txt")
-    command = KBERT + ["convert", tmp_path / "old", tmp_path / "new", "--to", "huggingface"]
-    refused = subprocess.run([str(c) for c in command], capture_output=True, text=True,
-                             timeout=600)
-    assert refused.returncode == 2 and "--allow-pickle" in refused.stderr
-    run(command + ["--allow-pickle"])
+    old = tmp_path / "old"
+    old.mkdir()  # as transformers 4 wrote it by default before safetensors
+    config.save_pretrained(str(old))
+    torch.save(reference.state_dict(), old / "pytorch_model.bin")
+    shutil.copy(minilm_dir / "vocab.txt", old / "vocab.txt")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(f"One of {d}.\nTwo of {d}.\nThree." for d in range(40)))
+    commands = {
+        "convert": KBERT + ["convert", old, tmp_path / "new", "--to", "huggingface"],
+        "predict": KBERT + ["predict", old, "--text", TEXTS[0]],
+        # a rate too small to move a weight: the run's encoder is the checkpoint's
+        "finetune": KBERT + ["finetune", "--init", old, "--steps", "1", "--batch-size", "4",
+                             "--sequence-length", "32", "--learning-rate", "1e-12",
+                             "--max-train-examples", "4", "--max-eval-examples", "4",
+                             "--output", tmp_path / "ft"],
+        "pretrain": KBERT + ["pretrain", "--init", old, "--corpus", corpus, "--steps", "1",
+                             "--batch-size", "2", "--sequence-length", "32",
+                             "--output", tmp_path / "pre"]}
+    refusals = {name: subprocess.Popen([str(c) for c in command], stderr=subprocess.PIPE,
+                                       stdout=subprocess.DEVNULL, text=True)
+                for name, command in commands.items()}
+    for name, refused in refusals.items():
+        _, err = refused.communicate(timeout=600)
+        assert refused.returncode == 2 and "--allow-pickle" in err, (name, err[-2000:])
+    assert not (tmp_path / "ft").exists() and not (tmp_path / "pre").exists()
+
+    run(commands["convert"] + ["--allow-pickle"])
     converted = load_in_transformers(tmp_path / "new", "BertForSequenceClassification")
     inputs = random_inputs((2, 9))
     np.testing.assert_allclose(hf_logits(converted, inputs), hf_logits(reference, inputs),
                                atol=1e-5)
-    predict = KBERT + ["predict", tmp_path / "old", "--text", TEXTS[0]]
-    refused = subprocess.run([str(c) for c in predict], capture_output=True, text=True,
-                             timeout=600)
-    assert refused.returncode == 2 and "--allow-pickle" in refused.stderr
-    (pickled, _), (safe, _), _ = run_together(
-        predict + ["--allow-pickle"], KBERT + ["predict", tmp_path / "new", "--text", TEXTS[0]],
-        KBERT + ["export", tmp_path / "old", tmp_path / "served", "--allow-pickle"])
+    (pickled, _), (safe, _), *_ = run_together(
+        commands["predict"] + ["--allow-pickle"],
+        KBERT + ["predict", tmp_path / "new", "--text", TEXTS[0]],
+        KBERT + ["export", old, tmp_path / "served", "--allow-pickle"],
+        commands["finetune"] + ["--allow-pickle"], commands["pretrain"] + ["--allow-pickle"])
     assert json.loads(pickled) == json.loads(safe)
     assert (tmp_path / "served" / "1" / "saved_model.pb").is_file()
+    trained = keras.saving.load_model(tmp_path / "ft" / "model.keras").backbone
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(trained.token_embedding.embeddings),
+        reference.bert.embeddings.word_embeddings.weight.detach().numpy(), atol=1e-6)
+    assert json.loads((tmp_path / "pre" / "metrics.json").read_text())["init_heads"] == []
