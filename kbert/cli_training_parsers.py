@@ -20,8 +20,9 @@ def pretrain_parser(commands):
         "sections). Checkpoints every N steps; re-run the same command to resume. "
         "Writes OUTPUT/metrics.json, OUTPUT/model and TensorBoard logs.",
         "  kbert pretrain --preset mini --steps 2000 --output runs/pretrain\n"
-        "  kbert pretrain --corpus my_docs/ --whole-word --optimizer lamb --output runs/wwm\n"
-        "  TF_CONFIG=... kbert pretrain --strategy multi_worker --output runs/mw")
+        "  kbert pretrain --corpus my_docs/ --whole-word --optimizer lamb --steps 10000 "
+        "--output runs/wwm\n"
+        "  TF_CONFIG=... kbert pretrain --strategy multi_worker --steps 10000 --output runs/mw")
     start = pretrain.add_mutually_exclusive_group()
     start.add_argument("--preset", default="mini", help="size of a fresh model (default mini)")
     start.add_argument("--init", help="a checkpoint dir or weights preset to continue from: "

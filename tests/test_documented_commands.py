@@ -1,0 +1,86 @@
+"""Every `kbert` command line the README and `kbert COMMAND --help` show still parses, and every
+flag that the README, the notebooks and kbert's docstrings name in passing exists: a renamed or
+removed flag breaks this test, not a reader's first try. (What the commands do is tested in
+tests/test_cli_processes.py.)"""
+
+import pathlib
+import re
+import shlex
+
+import pytest
+
+from kbert import cli
+from kbert.cli_config import parse
+
+ROOT = pathlib.Path(__file__).parents[1]
+README = ROOT / "README.md"
+MENTIONS = [README, *sorted(ROOT.glob("notebooks/*.ipynb")), *sorted(ROOT.glob("kbert/**/*.py"))]
+# Text that names a command without being one: `kbert COMMAND --help`, an error's prefix.
+NOT_COMMANDS = re.compile(r"^kbert (COMMAND|CMD)\b")
+
+
+def _readme():
+    return README.read_text(encoding="utf-8")
+
+
+def shell_lines():
+    """The `kbert ...` lines of README's shell blocks: whole commands."""
+    return [line for block in re.findall(r"```(?:bash|sh)\n(.*?)```", _readme(), re.S)
+            for line in block.splitlines() if line.startswith("kbert ")]
+
+
+def inline_spans(paths=(README,)):
+    """The inline `kbert SUBCOMMAND ...` spans of `paths` (one may wrap onto the next line):
+    a command named in passing, often without its required arguments."""
+    spans = {" ".join(s.split()) for path in paths
+             for s in re.findall(r"`(kbert [a-z][^`]*)`", path.read_text(encoding="utf-8"))}
+    return sorted(s for s in spans if not NOT_COMMANDS.match(s))
+
+
+def help_examples():
+    """Each subcommand's examples (the epilog of its --help) as (subcommand, line)."""
+    return [(name, line.strip()) for name, command in cli.build_parser().commands.items()
+            for line in command.epilog.splitlines()[1:] if "kbert " in line]
+
+
+def argv_of(line):
+    """The arguments after `kbert`: environment settings before it and a comment after it
+    are the shell's."""
+    words = shlex.split(line, comments=True)
+    return words[words.index("kbert") + 1:]
+
+
+def parses(argv, folder):
+    """`argv` parsed as `kbert` parses it, in `folder`, where a --config file it names exists
+    (its settings are not what is checked here)."""
+    if "--config" in argv:
+        (folder / argv[argv.index("--config") + 1]).write_text("seed: 0\n")
+    return parse(cli.build_parser(), argv)
+
+
+def test_the_readme_shows_every_command():
+    named = {argv_of(line)[0] for line in shell_lines() + inline_spans()}
+    assert named == set(cli.build_parser().commands), named
+    assert len(shell_lines()) >= 10 and len(inline_spans()) >= 20
+
+
+@pytest.mark.parametrize("line", shell_lines())
+def test_readme_command_parses(line, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert parses(argv_of(line), tmp_path).command == argv_of(line)[0]
+
+
+@pytest.mark.parametrize("span", inline_spans(MENTIONS))
+def test_flags_named_in_passing_exist(span):
+    name, *words = argv_of(span)
+    command = cli.build_parser().commands[name]
+    known = {flag for action in command._actions for flag in action.option_strings}
+    named = [word.split("=")[0] for word in words if word.startswith("--")]
+    assert set(named) <= known, f"`{span}`: kbert {name} has no {set(named) - known}"
+
+
+@pytest.mark.parametrize("name, line", help_examples())
+def test_help_example_parses(name, line, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert argv_of(line)[0] == name, line
+    assert parses(argv_of(line), tmp_path).command == name
