@@ -173,15 +173,6 @@ def _float32(value, name, path):
     return check_finite(value.astype("float32"), name, path)
 
 
-def is_decoder(path) -> bool:
-    """Whether the Hugging Face directory `path` holds a left-to-right (`is_decoder`) model."""
-    try:
-        return json.loads((pathlib.Path(path) / "config.json").read_text()).get(
-            "is_decoder") is True
-    except (OSError, ValueError, AttributeError):
-        return False  # reading the checkpoint names what is wrong with it
-
-
 def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None,
                         overwrite=False, tokenizer_config=None,
                         causal=False, task_head=None) -> pathlib.Path:

@@ -170,6 +170,12 @@ def is_language_model(path):
     return any(name in ("BertForMaskedLM", "BertLMHeadModel") for name in names)
 
 
+def is_decoder(path):
+    """Whether a Hugging Face directory's config.json marks a left-to-right (`is_decoder`)
+    model."""
+    return (_hf_config(path) or {}).get("is_decoder") is True
+
+
 def _architecture(config):
     known = {hf for hf, *_ in HF_TASK_CLASSES.values()}
     return next((a for a in (config or {}).get("architectures") or () if a in known), None)
