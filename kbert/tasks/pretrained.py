@@ -110,7 +110,7 @@ def start_from_fine_tuned_head(model, init, label_names=None, allow_pickle=False
     Its outputs follow the task's `label_names` where the checkpoint names the same labels in
     another order (`label_order`); other names keep their ids, with a warning. Returns whether
     a head was taken: not when `init` holds none for this task, or one of another size (a new
-    head trains, with a warning)."""
+    head trains, with a warning). `allow_pickle`: the head may come from a pytorch_model.bin."""
     import warnings
 
     from kbert.convert.task_heads import hf_label_names
