@@ -34,9 +34,10 @@ CHECKPOINT_EVERY = {"pretrain": 4, "finetune": 4}
 """Steps between checkpoints of the runs below (finetune: one epoch of 32 examples / 8)."""
 KILLS_PER_RUN = 4
 """A killed run gets up to this many kills before it is let finish."""
-FINISHED = {"finetune": "run.json"}
-"""The file a finetune run writes last: once it is there the run is done, a kill would hit only
-the process's exit and a rerun would train afresh, so the run is let finish instead."""
+FINISHED = {"finetune": "run.json", "pretrain": "model"}
+"""What a run writes last (pretrain's model/ folder appears whole, by a rename): once it is
+there the run is done and a kill would hit only the process's exit (a finetune rerun would train
+afresh), so the run is let finish instead."""
 
 
 def _corpus(work):
