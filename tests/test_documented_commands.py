@@ -19,14 +19,10 @@ MENTIONS = [README, *sorted(ROOT.glob("notebooks/*.ipynb")), *sorted(ROOT.glob("
 NOT_COMMANDS = re.compile(r"^kbert (COMMAND|CMD)\b")
 
 
-def _readme():
-    return README.read_text(encoding="utf-8")
-
-
 def shell_lines():
     """The `kbert ...` lines of README's shell blocks: whole commands."""
-    return [line for block in re.findall(r"```(?:bash|sh)\n(.*?)```", _readme(), re.S)
-            for line in block.splitlines() if line.startswith("kbert ")]
+    blocks = re.findall(r"```(?:bash|sh)\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    return [line for block in blocks for line in block.splitlines() if line.startswith("kbert ")]
 
 
 def inline_spans(paths=(README,)):
