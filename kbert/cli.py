@@ -136,7 +136,7 @@ def _predict(args) -> int:
         raise ValueError("--output and --batch-size go with --input (a file of inputs).")
     print(json.dumps(predict_run(args.model, allow_pickle=args.allow_pickle, task=args.task,
                                  data_dir=args.data_dir, null_threshold=args.null_threshold,
-                                 **inputs),
+                                 top_k=args.top_k, **inputs),
                      indent=2, ensure_ascii=False))
     return 0
 
@@ -164,7 +164,8 @@ def _predict_file(args) -> int:
                     predict_requests(args.model, source, args.batch_size,
                                      allow_pickle=args.allow_pickle, task=args.task,
                                      data_dir=args.data_dir,
-                                     null_threshold=args.null_threshold), 1):
+                                     null_threshold=args.null_threshold,
+                                     top_k=args.top_k), 1):
                 out.write(json.dumps(answer, ensure_ascii=False) + "\n")
         if target:
             os.replace(staging, target)
@@ -184,7 +185,7 @@ def _export(args) -> int:
         lowercase=False if args.cased else None, sequence_length=args.sequence_length,
         version=args.version, label_names=args.labels, sentence_pair=args.pair or None,
         task=args.task, warmup_texts=[] if args.no_warmup else None, overwrite=args.overwrite,
-        allow_pickle=args.allow_pickle, null_threshold=args.null_threshold)
+        allow_pickle=args.allow_pickle, null_threshold=args.null_threshold, top_k=args.top_k)
     print(f"Exported {args.model} to {path}")
     return 0
 

@@ -117,7 +117,9 @@ def _predict_parser(commands):
         "Raw text in, answers out: a label with probabilities for sentence tasks "
         "(--text, plus --text-pair for pairs or --choice for multiple choice), the "
         "answer and its character span for SQuAD (--question, --context), the "
-        "entities with character spans for CoNLL (--text).",
+        "entities with character spans for CoNLL (--text); for a pre-trained masked LM "
+        "(kbert pretrain's OUTPUT/model, a BertForMaskedLM checkpoint) the likeliest word "
+        "pieces for each [MASK] in --text.",
         "  kbert predict runs/sentiment --text 'A joy to watch.'\n"
         "  kbert predict runs/squad --question 'Who wrote it?' --context 'Ann wrote it.'\n"
         "  kbert predict runs/ner --text 'Angela Merkel visited Paris.'\n"
@@ -125,9 +127,11 @@ def _predict_parser(commands):
         "--choice 5 --choice 22\n"
         "  kbert predict runs/sentiment --input reviews.jsonl --output answers.jsonl\n"
         "  kbert predict my_hf_classifier/ --text 'A joy to watch.'   # transformers' labels\n"
-        "  kbert predict my_hf_squad_model/ --task squad2 --question ... --context ...")
-    predict.add_argument("model", help="a kbert finetune output directory, or a fine-tuned "
-                                       "checkpoint directory (as for export)")
+        "  kbert predict my_hf_squad_model/ --task squad2 --question ... --context ...\n"
+        "  kbert predict runs/pretrain/model --text 'Paris is the [MASK] of France.' --top-k 3")
+    predict.add_argument("model", help="a kbert finetune output directory, a fine-tuned "
+                                       "checkpoint directory (as for export), or a checkpoint "
+                                       "with a masked-LM head")
     predict.add_argument("--text")
     predict.add_argument("--text-pair", help="the second text of a sentence-pair task")
     predict.add_argument("--choice", action="append",
@@ -140,6 +144,7 @@ def _predict_parser(commands):
                                         "squad2 lets it answer nothing)")
     predict.add_argument("--data-dir", help="with --task glue: its directory of TSV files")
     _null_threshold(predict)
+    _top_k(predict)
     predict.add_argument(
         "--input", metavar="FILE",
         help="many inputs instead: a JSON-lines file (- for standard input), one object a line "
@@ -162,7 +167,8 @@ def _export_parser(commands):
         "  kbert export runs/sentiment saved_models/sentiment --labels negative,positive\n"
         "  kbert export runs/qnli saved_models/qnli --pair --version 3\n"
         "  kbert export my_hf_classifier/ saved_models/mine   # transformers' id2label names\n"
-        "  kbert export my_hf_squad_model/ saved_models/qa --task squad2")
+        "  kbert export my_hf_squad_model/ saved_models/qa --task squad2\n"
+        "  kbert export runs/pretrain/model saved_models/fill_mask --top-k 10   # fills [MASK]")
     export.add_argument("model", help="a kbert finetune output dir, a fine-tuned checkpoint "
                                       "dir (transformers task class, keras-hub "
                                       "BertTextClassifier, Google run_classifier/run_squad), "
@@ -183,6 +189,7 @@ def _export_parser(commands):
                                        "feature_extractor")
     allow_pickle_option(export)
     _null_threshold(export)
+    _top_k(export)
     export.add_argument("--no-warmup", action="store_true",
                         help="write no TF Serving warm-up requests")
     export.add_argument("--overwrite", action="store_true")
@@ -203,6 +210,11 @@ def _quickstart_parser(commands):
     quick.add_argument("--output", default="runs/quickstart")
     quick.add_argument("--export-dir", default="saved_models/sentiment")
     return quick
+
+
+def _top_k(command):
+    command.add_argument("--top-k", type=positive_int,
+                         help="a masked LM: the word pieces given for each [MASK] (default 5)")
 
 
 def _null_threshold(command):

@@ -74,13 +74,13 @@ def clean_export_staging(base_dir):
 
 def export_saved_model(model, export_dir, preprocessor=None, version=None, label_names=None,
                        warmup_texts=None, sentence_pair=False, task=None, overwrite=False,
-                       check_ops=True, squad_version="1.1", null_threshold=0.0):
+                       check_ops=True, squad_version="1.1", null_threshold=0.0, top_k=5):
     """Writes `model` to `export_dir/<version>/` for TensorFlow Serving; returns that path.
 
     Args:
       model: a kbert model (`BertClassifier`, `BertMultipleChoice`, `BertSpanLabeler`,
         `BertTokenClassifier`, `BertFeatureClassifier`, `BertBackbone`,
-        `BertFeatureExtractor`), or another Keras model of one of those shapes with `task=`.
+        `BertFeatureExtractor`, `BertPretrainer` as a masked LM filling blanks), or another Keras model of one of those shapes with `task=`.
       export_dir: the model's base directory, e.g. "saved_models/sentiment".
       preprocessor: the preprocessor the model was trained with (default: the one the task
         model holds). With it, `serving_default` takes raw strings; without it, token ids
@@ -96,6 +96,7 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
       check_ops: refuse an export that uses ops stock TensorFlow Serving lacks.
       squad_version, null_threshold: for a span labeler: "2.0" answers "" when the null
         score beats the best span by more than `null_threshold` (the run's, from training).
+      top_k: for a masked LM (`BertPretrainer`): the word pieces answered for each blank.
 
     Signatures and outputs: see `kbert.export.signatures`.
     """
@@ -106,7 +107,7 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
     version, target = _version_directory(base, version, overwrite)
     module = ServingModule(model, preprocessor, task=task, label_names=label_names,
                            sentence_pair=sentence_pair, squad_version=squad_version,
-                           null_threshold=null_threshold)
+                           null_threshold=null_threshold, top_k=top_k)
     base.mkdir(parents=True, exist_ok=True)
     scratch = pathlib.Path(tempfile.mkdtemp(prefix=f".kbert-export-{os.getpid()}-", dir=base))
     try:
@@ -210,7 +211,7 @@ def _metadata(module, model, preprocessor, version, has_warmup):
 def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
                     sequence_length=None, version=None, label_names=None, sentence_pair=None,
                     task=None, warmup_texts=None, overwrite=False, allow_pickle=False,
-                    null_threshold=None):
+                    null_threshold=None, top_k=None):
     """`kbert export MODEL OUTPUT_DIR`: a run directory or a saved Keras model →
     `OUTPUT_DIR/<version>/`.
 
@@ -218,7 +219,8 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
       model_path: a `kbert finetune` run directory (its model, preprocessor, label names,
         pair-ness and, for SQuAD, version and null threshold are used), a checkpoint directory
         holding a fine-tuned head (e.g. a transformers BertForSequenceClassification: its
-        `id2label` names the labels), or a `.keras` file.
+        `id2label` names the labels) or a masked-LM head (`kbert pretrain`'s OUTPUT/model, a
+        BertForMaskedLM: exported to fill blanks), or a `.keras` file.
       output_dir: the model's base directory, e.g. saved_models/sentiment.
       vocabulary, lowercase: for a model saved without a preprocessor: vocab.txt, a
         checkpoint directory or a weights preset, and its casing (default from the
@@ -231,13 +233,14 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
       sentence_pair, version, warmup_texts, overwrite: as `export_saved_model`.
       allow_pickle: read a checkpoint directory's pytorch_model.bin (trusted files only).
       null_threshold: SQuAD v2.0's, in place of the run's (`with_null_threshold`).
+      top_k: a masked LM's pieces per blank (default 5).
     Returns the version directory written.
     """
     from kbert.export.serving_tasks import TASKS
 
     kbert_task = None if task is None or task in TASKS else task
     info, model = _load_model(pathlib.Path(model_path), allow_pickle, kbert_task,
-                              null_threshold)
+                              null_threshold, top_k)
     task = None if kbert_task else task
     if isinstance(label_names, str):
         label_names = [n.strip() for n in label_names.split(",") if n.strip()]
@@ -251,10 +254,10 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
     return export_saved_model(model, output_dir, preprocessor=preprocessor, version=version,
                               label_names=label_names, warmup_texts=warmup_texts,
                               sentence_pair=sentence_pair, task=task, overwrite=overwrite,
-                              **squad)
+                              top_k=info.get("top_k", 5), **squad)
 
 
-def _load_model(model_path, allow_pickle=False, task=None, null_threshold=None):
+def _load_model(model_path, allow_pickle=False, task=None, null_threshold=None, top_k=None):
     """(what the task says of the model: kind, label names, pair-ness, SQuAD version and
     options; the model) for a run directory or a checkpoint directory holding a fine-tuned
     head (`open_task_model`, as `kbert predict` reads them, `task` a kbert task name or None);
@@ -265,9 +268,9 @@ def _load_model(model_path, allow_pickle=False, task=None, null_threshold=None):
 
     if model_path.is_dir():
         spec, model = open_task_model(model_path, task, allow_pickle=allow_pickle,
-                                      null_threshold=null_threshold)
+                                      null_threshold=null_threshold, top_k=top_k)
         return {"kind": spec.kind, **spec.info()}, model
-    for name, value in (("task", task), ("null_threshold", null_threshold)):
+    for name, value in (("task", task), ("null_threshold", null_threshold), ("top_k", top_k)):
         if value is not None:
             raise ValueError(f"{name}={value!r} is for a run or checkpoint directory; "
                              f"{model_path} is a saved Keras model.")

@@ -6,8 +6,9 @@ import dataclasses
 import importlib
 
 from kbert.export.task_outputs import (choice_outputs, classifier_outputs, embedding_outputs,
-                                       feature_outputs, serve_entities, serve_spans,
-                                       span_outputs, token_outputs)
+                                       feature_outputs, fill_mask_ids, serve_entities,
+                                       serve_fill_mask, serve_spans, span_outputs,
+                                       token_outputs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -16,13 +17,16 @@ class Task:
     `sentence_pair=True`), "choices" (`text` + `choices` [batch, num_choices]) or
     "question_context" (`question` + `context`; `serve_text` then takes both).
     `classes`: the model has label classes (so `label_names` apply). `serve_text`: a function
-    (module, text) replacing the pack-and-run text path (tasks whose answers need the text)."""
+    (module, text) replacing the pack-and-run text path (tasks whose answers need the text);
+    `serve_ids`: a function (module, features) replacing the run-and-`outputs` path of token
+    ids (a masked LM, which reads its blanks off the ids)."""
 
     name: str
     inputs: str
     outputs: object
     classes: bool = False
     serve_text: object = None
+    serve_ids: object = None
 
 
 TASKS = {
@@ -34,6 +38,8 @@ TASKS = {
                              serve_text=serve_entities),
     "span_labeler": Task("span_labeler", "question_context", span_outputs,
                          serve_text=serve_spans),
+    "fill_mask": Task("fill_mask", "text", None, serve_text=serve_fill_mask,
+                      serve_ids=fill_mask_ids),
 }
 
 # Model class → task. Most specific classes first; classes missing from this kbert are skipped.
@@ -45,6 +51,7 @@ MODEL_TASKS = (
     ("kbert.models.token_classifier", "BertTokenClassifier", "token_classifier"),
     ("kbert.models.feature_extractor", "BertFeatureExtractor", "feature_extractor"),
     ("kbert.models.backbone", "BertBackbone", "backbone"),
+    ("kbert.models.pretrainer", "BertPretrainer", "fill_mask"),
 )
 
 

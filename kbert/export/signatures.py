@@ -57,6 +57,13 @@ Outputs, by task:
   float32 (best start + end logit), `null_score_diff` float32. `squad_version="2.0"` answers ""
   when the null score beats the best by more than `null_threshold`. `serve_token_ids` returns
   the windows' `start_logits`, `end_logits` float32 [batch, seq].
+* masked LM (fill-mask; a `BertPretrainer`): each "[MASK]" in `text` is a blank, the text
+  around it tokenized as text (`BertFillMaskPreprocessor`); outputs the `top_k` likeliest word
+  pieces of each blank, likeliest first: `token` string, `token_id` int32, `score` float32
+  (probability) [batch, max_blanks, top_k] ("", -1, 0 past a text's blanks), `blank_count`
+  int32 [batch] and `filled` string [batch] (the text with each blank replaced by its likeliest
+  piece). A blank past `sequence_length` is an InvalidArgument error. `serve_token_ids` takes
+  the blanks as [MASK] ids and gives the same outputs but `filled`.
 """
 
 import tensorflow as tf
@@ -97,13 +104,20 @@ class ServingModule(tf.Module):
 
     def __init__(self, model, preprocessor=None, task=None, label_names=None,
                  sentence_pair=False, trim_padding=True, name=None, squad_version="1.1",
-                 null_threshold=0.0):
+                 null_threshold=0.0, top_k=5):
         super().__init__(name=name)
         if str(squad_version) not in ("1.1", "2.0"):
             raise ValueError(f"squad_version must be '1.1' or '2.0', got {squad_version!r}.")
         self.squad_version, self.null_threshold = str(squad_version), float(null_threshold)
         self.trim_padding = bool(trim_padding)
         self.task = task_for(model, task)
+        if self.task.serve_ids is not None:  # a masked LM: blanks are [MASK] ids of its tokens
+            if preprocessor is None:
+                raise ValueError("A masked LM's export needs its tokenizer: pass a preprocessor.")
+            vocabulary = preprocessor.tokenizer.get_vocabulary()
+            if not 1 <= int(top_k) <= len(vocabulary):
+                raise ValueError(f"top_k must be in [1, {len(vocabulary)}], got {top_k}.")
+            self.top_k, self.vocabulary = int(top_k), tf.constant(vocabulary)
         # The Keras model is not tracked as an object: only the tf.Variables the signatures
         # capture are (see `signatures`), the way Keras' own export does it. Tracking the model
         # object saves each variable twice (its Keras wrapper and the tf.Variable inside), and
@@ -210,6 +224,8 @@ class ServingModule(tf.Module):
     # --- graphs -----------------------------------------------------------------------------
 
     def _run(self, features):
+        if self.task.serve_ids is not None:
+            return self.task.serve_ids(self, features)
         outputs = self.model(features, training=False)
         return self.task.outputs(outputs, features, self._label_table)
 

@@ -1,7 +1,8 @@
 """What each task's serving signatures return (see `kbert.export.signatures` for the table
 and the output names): `*_outputs(outputs, features, label_names)` turn the model's outputs
-into the signature's tensors; `serve_entities` and `serve_spans` replace the whole text path
-for the tasks whose answers are read off the text itself."""
+into the signature's tensors; `serve_entities`, `serve_spans` and `serve_fill_mask` replace
+the whole text path for the tasks whose answers are read off the text itself, and
+`fill_mask_ids` the token-id path of a masked LM."""
 
 import tensorflow as tf
 
@@ -62,6 +63,50 @@ def serve_entities(module, text):
     logits = module.model({k: features[k] for k in INPUT_KEYS}, training=False)
     return decode_entities(tf.cast(logits, tf.float32), features["word_index"], starts, ends,
                            text, module.label_names)
+
+
+def fill_mask_ids(module, features):
+    """Token ids with [MASK] ids at the blanks → each blank's `top_k` likeliest pieces
+    (`fill_blanks`)."""
+    is_blank = tf.equal(features["token_ids"], module.preprocessor.tokenizer.mask_token_id)
+    positions = tf.ragged.boolean_mask(
+        tf.broadcast_to(tf.range(tf.shape(is_blank)[1]), tf.shape(is_blank)), is_blank)
+    return fill_blanks(module, features, positions.to_tensor(0))
+
+
+def serve_fill_mask(module, text):
+    """Text with [MASK] blanks → each blank's `top_k` likeliest pieces, and `filled`: the
+    text with each blank replaced by its likeliest piece ("##" dropped), as
+    `kbert.tasks.fill_mask.fill_mask` answers."""
+    from kbert.text.fill_mask_preprocessor import BertFillMaskPreprocessor
+
+    pre = BertFillMaskPreprocessor(module.preprocessor.tokenizer,
+                                   module.preprocessor.sequence_length)
+    features = pre(text)
+    inputs = {k: features[k] for k in INPUT_KEYS}
+    inputs = trim_to_longest(inputs) if module.trim_padding else inputs
+    answers = fill_blanks(module, inputs, features["masked_positions"])
+    pieces = tf.strings.split(text, sep=pre.marker)  # [batch, (blanks + 1)]
+    words = tf.strings.regex_replace(answers["token"][:, :, 0], "^##", "")
+    words = tf.RaggedTensor.from_tensor(words, lengths=answers["blank_count"])
+    words = tf.concat([words, tf.RaggedTensor.from_tensor(tf.fill([tf.shape(text)[0], 1],
+                                                                  ""))], axis=1)
+    filled = pieces.with_flat_values(tf.strings.join([pieces.flat_values, words.flat_values]))
+    return {**answers, "filled": tf.strings.reduce_join(filled, axis=1)}
+
+
+def fill_blanks(module, features, positions):
+    """The masked LM's `module.top_k` likeliest pieces at `positions` [batch, blanks] (0 where
+    a row has fewer blanks): `token` string, `token_id` int32 and `score` float32 (softmax
+    probability) [batch, blanks, top_k], likeliest first ("", -1 and 0 past a row's blanks),
+    and `blank_count` int32 [batch]."""
+    logits = module.model({**features, "masked_positions": positions}, training=False)["mlm"]
+    scores, ids = tf.math.top_k(tf.nn.softmax(tf.cast(logits, tf.float32)), module.top_k)
+    real = tf.greater(positions, 0)
+    blank = real[:, :, tf.newaxis]
+    return {"token": tf.where(blank, tf.gather(module.vocabulary, ids), ""),
+            "token_id": tf.where(blank, ids, -1), "score": tf.where(blank, scores, 0.0),
+            "blank_count": tf.reduce_sum(tf.cast(real, tf.int32), axis=1)}
 
 
 def span_outputs(outputs, features, label_names):

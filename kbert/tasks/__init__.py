@@ -37,13 +37,18 @@ def spec_of_run(info) -> TaskSpec:
 
 def spec_of_model(model, label_names=None) -> TaskSpec:
     """The spec that answers raw input with a task model fine-tuned outside kbert (a checkpoint
-    holds its head, not its task's data): SQuAD for a span labeler (v1.1: always an answer),
+    holds its head, not its task's data): blanks filled for a masked LM (`BertPretrainer`),
+    SQuAD for a span labeler (v1.1: always an answer),
     the model's tags for a token classifier, else a sentence task with `label_names` that
     takes single sentences or pairs (a checkpoint does not say which it was trained on)."""
     from kbert.data.tasks import Task
     from kbert.tasks.sentence import SentenceTask
 
+    from kbert.tasks.fill_mask import FillMaskTask
+
     kind = type(model).__name__
+    if kind == "BertPretrainer":
+        return FillMaskTask()
     if kind == "BertSpanLabeler":
         return get_spec("squad")
     if kind == "BertTokenClassifier":
@@ -65,6 +70,20 @@ def with_null_threshold(spec, null_threshold):
         raise ValueError(f"null_threshold is SQuAD v2.0's (task squad2); the model answers as "
                          f"{spec.name}, which has none.")
     spec.options["null_threshold"] = float(null_threshold)
+    return spec
+
+
+def with_top_k(spec, top_k):
+    """`spec` giving `top_k` pieces per blank (None: as it is); refused for any task but a
+    masked LM's, where it would silently do nothing."""
+    if top_k is None:
+        return spec
+    if spec.kind != "fill_mask":
+        raise ValueError(f"top_k is for a masked LM's blanks; the model answers as {spec.name}, "
+                         "which has none.")
+    if int(top_k) < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}.")
+    spec.top_k = int(top_k)
     return spec
 
 

@@ -153,19 +153,25 @@ def fine_tuned_model(path, allow_pickle=False):
 
 def open_model(path, allow_pickle=False):
     """(model, run.json, label names) of a run directory; (model, None, its label names) of a
-    checkpoint directory holding a fine-tuned head (`fine_tuned_model`)."""
+    checkpoint directory holding a fine-tuned head (`fine_tuned_model`), or a masked-LM head
+    (a `BertPretrainer`, `open_masked_lm`)."""
     from kbert.convert.task_heads import hf_label_names
+
+    from kbert.tasks.fill_mask import open_masked_lm
 
     model = fine_tuned_model(path, allow_pickle)
     if model is not None:
         return model, None, hf_label_names(path)
+    model = open_masked_lm(path, allow_pickle)
+    if model is not None:
+        return model, None, None
     run = RunDirectory.open(path)
     info = run.info  # first: a broken run.json is named before the model is read
     return run.load_model(), info, info.get("label_names")
 
 
 def open_task_model(path, task=None, data_dir=None, allow_pickle=False, null_threshold=None,
-                    with_data=False):
+                    with_data=False, top_k=None):
     """(task spec, model) for answering raw input with a fine-tuned run or a checkpoint
     directory holding a fine-tuned head. Without `task`, a run answers as it was trained
     (`spec_of_run`) and a checkpoint as its head says (`spec_of_model`: SQuAD v1.1 for spans);
@@ -173,8 +179,8 @@ def open_task_model(path, task=None, data_dir=None, allow_pickle=False, null_thr
     model answer nothing, "sentiment" gives its labels). `with_data`: a spec that reads the
     task's data, for scoring (a run's from the data directory and options it was trained
     with; a checkpoint then needs `task`). `null_threshold` replaces a SQuAD v2.0 run's
-    (`with_null_threshold`)."""
-    from kbert.tasks import get_spec, spec_of_model, spec_of_run, with_null_threshold
+    (`with_null_threshold`); `top_k`, the pieces a masked LM gives per blank (`with_top_k`)."""
+    from kbert.tasks import get_spec, spec_of_model, spec_of_run, with_null_threshold, with_top_k
 
     model, info, label_names = open_model(path, allow_pickle)
     if task is None and info is None and with_data:
@@ -186,4 +192,4 @@ def open_task_model(path, task=None, data_dir=None, allow_pickle=False, null_thr
         spec = get_spec(task, data_dir) if task is not None else get_spec(
             info["task"], data_dir or info.get("data_dir"), **info.get("task_options", {}))
         spec.fit_to(model, label_names)
-    return with_null_threshold(spec, null_threshold), model
+    return with_top_k(with_null_threshold(spec, null_threshold), top_k), model

@@ -48,12 +48,13 @@ def read_requests(lines):
 
 
 def predict_requests(run_dir, lines, batch_size=64, allow_pickle=False, task=None,
-                     data_dir=None, null_threshold=None):
+                     data_dir=None, null_threshold=None, top_k=None):
     """Yields the answer to each request line of `lines` (JSON-able), in order (`task`,
-    `data_dir`, `null_threshold`: as `open_task_model`)."""
+    `data_dir`, `null_threshold`, `top_k`: as `open_task_model`)."""
     from kbert.tasks.pretrained import open_task_model
 
-    spec, model = open_task_model(run_dir, task, data_dir, allow_pickle, null_threshold)
+    spec, model = open_task_model(run_dir, task, data_dir, allow_pickle, null_threshold,
+                                  top_k=top_k)
     keys = first = None
     requests = read_requests(lines)
     while chunk := list(itertools.islice(requests, batch_size)):

@@ -229,9 +229,10 @@ def evaluate_run(path, task=None, split=None, data_dir=None, max_eval_examples=N
 
 
 def predict_run(path, allow_pickle=False, task=None, data_dir=None, null_threshold=None,
-                **inputs):
+                top_k=None, **inputs):
     """`kbert predict`: the model of a run or fine-tuned checkpoint on raw input (text; text +
-    text_pair; question + context; text + choices), answered by its task's spec
-    (`open_task_model`)."""
-    spec, model = open_task_model(path, task, data_dir, allow_pickle, null_threshold)
+    text_pair; question + context; text + choices; text with blanks for a masked LM), answered
+    by its task's spec (`open_task_model`)."""
+    spec, model = open_task_model(path, task, data_dir, allow_pickle, null_threshold,
+                                  top_k=top_k)
     return spec.predict(model, **inputs)

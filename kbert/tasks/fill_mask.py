@@ -1,0 +1,132 @@
+"""Filling blanks with a pre-trained masked LM, Hugging Face's fill-mask pipeline for kbert:
+`fill_mask` on a `BertPretrainer`, `open_masked_lm` for a checkpoint that holds a masked-LM
+head (what `kbert pretrain` writes, transformers' `BertForMaskedLM` / `BertForPreTraining`,
+Google's release) and `FillMaskTask`, the spec `kbert predict` answers one with."""
+
+import numpy as np
+
+from kbert.tasks.spec import TaskSpec
+
+
+def fill_mask(model, texts, top_k=5, marker="[MASK]", batch_size=32):
+    """The `top_k` likeliest word pieces for each blank (`marker`) of `texts`, by the masked-LM
+    head of `model` (a bidirectional `BertPretrainer` holding its preprocessor, as
+    `from_pretrained` builds it). Each blank is scored on its own, as in the pipeline.
+
+    Returns per text (a list, or one answer for a single string) a dict: "blanks", for each
+    blank in order a list of `{"token", "id", "score"}` (score: the softmax probability),
+    likeliest first; and "filled", the text with each blank replaced by its likeliest piece.
+
+    >>> model = BertPretrainer.from_pretrained("runs/pretrain/model")
+    >>> fill_mask(model, "Paris is the [MASK] of France.")["filled"]
+    """
+    import keras
+
+    from kbert.models.backbone import INPUT_KEYS
+    from kbert.text.fill_mask_preprocessor import BertFillMaskPreprocessor
+    from kbert.text.trim import trim_to_longest
+
+    if getattr(model, "mlm_head", None) is None or model.preprocessor is None:
+        raise TypeError("fill_mask takes a BertPretrainer with its preprocessor (as "
+                        f"BertPretrainer.from_pretrained gives it), got {type(model).__name__}.")
+    if model.backbone.causal:
+        raise ValueError("A left-to-right (causal) model predicts each next token, not blanks: "
+                         "fill_mask needs a masked LM.")
+    if int(top_k) < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}.")
+    single = isinstance(texts, str)
+    texts = [texts] if single else list(texts)
+    tokenizer = model.preprocessor.tokenizer
+    preprocessor = BertFillMaskPreprocessor(
+        tokenizer, model.preprocessor.sequence_length, marker=marker)
+    vocabulary = tokenizer.get_vocabulary()
+    answers = []
+    for start in range(0, len(texts), batch_size):
+        chunk = texts[start:start + batch_size]
+        for text in chunk:
+            if marker not in text:
+                raise ValueError(f"No blank ({marker}) to fill in {text[:80]!r}.")
+        features = preprocessor(chunk)
+        positions = keras.ops.convert_to_numpy(features["masked_positions"])
+        inputs = trim_to_longest({k: features[k] for k in INPUT_KEYS})
+        logits = model.predict_on_batch({**inputs, "masked_positions": positions})["mlm"]
+        logits = np.asarray(logits, "float64")
+        scores = np.exp(logits - logits.max(-1, keepdims=True))
+        scores /= scores.sum(-1, keepdims=True)
+        for text, row, row_scores in zip(chunk, positions, scores):
+            blanks = [_likeliest(s, top_k, vocabulary) for s in row_scores[:np.sum(row > 0)]]
+            answers.append({"blanks": blanks, "filled": _filled(text, marker, blanks)})
+    return answers[0] if single else answers
+
+
+def _likeliest(scores, top_k, vocabulary):
+    ids = np.argsort(-scores, kind="stable")[:top_k]
+    return [{"token": vocabulary[i], "id": int(i), "score": float(scores[i])} for i in ids]
+
+
+def _filled(text, marker, blanks):
+    """`text` with each blank replaced by its likeliest piece (a "##" suffix without its
+    marks, so "play[MASK]" may read "playing")."""
+    pieces = text.split(marker)
+    words = [b[0]["token"].removeprefix("##") for b in blanks]
+    return "".join(p + w for p, w in zip(pieces, words + [""]))
+
+
+def open_masked_lm(path, allow_pickle=False):
+    """A `BertPretrainer` (no NSP head) with the masked-LM head of the checkpoint directory
+    `path`, and its tokenizer in a preprocessor; None when `path` is no checkpoint directory
+    (a run, a file). A checkpoint with an encoder alone is refused by name."""
+    import pathlib
+    import warnings
+
+    from kbert.convert import CheckpointError, detect_format
+    from kbert.models import BertPretrainer
+    from kbert.presets import load_backbone_and_tokenizer, load_pretraining_heads
+    from kbert.runs import RunDirectory
+    from kbert.tasks.pretrained import preprocessor_for
+
+    if not pathlib.Path(path).is_dir() or RunDirectory.is_run(path):
+        return None
+    try:
+        detect_format(path)
+    except CheckpointError:
+        return None
+    with warnings.catch_warnings():  # a masked LM without a pooler needs none to fill blanks
+        warnings.filterwarnings("ignore", message=".*holds no pooler")
+        backbone, tokenizer = load_backbone_and_tokenizer(str(path), allow_pickle=allow_pickle)
+        if backbone.causal:
+            raise ValueError(f"{path} is a left-to-right (causal) model: it predicts each next "
+                             "token, not blanks.")
+        model = BertPretrainer(backbone, use_nsp=False, preprocessor=preprocessor_for(
+            BertPretrainer, tokenizer, max_positions=backbone.config.max_position_embeddings))
+        heads = load_pretraining_heads(model, str(path), allow_pickle)
+    if "masked LM" not in heads:
+        raise ValueError(
+            f"{path} holds an encoder without a fine-tuned head or a masked-LM head, so it has "
+            f"nothing to answer with: fine-tune it first (kbert finetune --init {path} ...), "
+            f"or convert it for TF Hub (kbert convert {path} DST --to tf_hub) to serve the "
+            "encoder's outputs.")
+    return model
+
+
+class FillMaskTask(TaskSpec):
+    """How `kbert predict` and `kbert export` answer a masked LM: blanks filled, `top_k`
+    pieces each. It fine-tunes nothing and is scored on no data."""
+
+    name = "fill_mask"
+    kind = "fill_mask"
+    modes = ()
+    model_classes = ("BertPretrainer",)
+
+    def __init__(self, top_k=5):
+        self.top_k = int(top_k)
+
+    def predict(self, model, text=None, **others):
+        unused = sorted(k for k, v in others.items() if v is not None)
+        if text is None or unused:
+            raise ValueError("A masked LM fills the blanks ([MASK]) of text: give text alone"
+                             + (f", not {', '.join(unused)}." if unused else "."))
+        return fill_mask(model, text, self.top_k)
+
+    def info(self):
+        return {"top_k": self.top_k}

@@ -1,0 +1,195 @@
+"""Filling blanks with a masked LM (`kbert.tasks.fill_mask`, `BertFillMaskPreprocessor`) against
+transformers' own fill-mask pipeline on the same checkpoint, and the export of one
+(`kbert export` of a BertForMaskedLM, loaded in a new process)."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import torch
+import transformers
+
+import kbert
+from kbert.tasks.fill_mask import fill_mask, open_masked_lm
+from kbert.text.fill_mask_preprocessor import BertFillMaskPreprocessor
+
+TEXTS = ["Paris is the [MASK] of France.", "The [MASK] sat on the [MASK] all day.",
+         "They play[MASK] games.", "[MASK][MASK] twice"]
+
+
+@pytest.fixture(scope="module")
+def masked_lm_dir(minilm_dir, tmp_path_factory):
+    """`make(architecture)`: a small transformers masked LM on MiniLM's vocabulary, saved as a
+    user would download it. Weights drawn at std 0.5 rather than BERT's 0.02, so that a blank's
+    answer depends on its context (at 0.02 it barely does, and a packing error could pass)."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+
+    def make(architecture):
+        path = tmp_path_factory.getbasetemp() / f"fill-{architecture}"
+        if not path.exists():
+            torch.manual_seed(0)
+            config = transformers.BertConfig(
+                vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+                initializer_range=0.5)
+            getattr(transformers, architecture)(config).eval().save_pretrained(str(path))
+            tokenizer.save_pretrained(str(path))
+        return path
+
+    return make
+
+
+def pipeline(path, top_k):
+    model = transformers.BertForMaskedLM.from_pretrained(str(path)).eval()
+    return transformers.pipeline("fill-mask", model=model, tokenizer=str(path), top_k=top_k)
+
+
+def assert_same_answer(answer, expected):
+    """The same pieces and filled text, the same scores up to float summation order (a batch
+    cut to another length sums in another order)."""
+    assert answer["filled"] == expected["filled"]
+    for blank, other in zip(answer["blanks"], expected["blanks"], strict=True):
+        assert [c["id"] for c in blank] == [c["id"] for c in other]
+        np.testing.assert_allclose([c["score"] for c in blank], [c["score"] for c in other],
+                                   atol=1e-6)
+
+
+def as_blanks(answer):
+    """transformers' answer for one text as a list per blank (one blank: a flat list)."""
+    return answer if isinstance(answer[0], list) else [answer]
+
+
+@pytest.mark.parametrize("architecture", ["BertForMaskedLM", "BertForPreTraining"])
+def test_blanks_are_filled_as_transformers_fill_mask_pipeline(masked_lm_dir, architecture):
+    path = masked_lm_dir(architecture)
+    model = open_masked_lm(path)
+    reference = pipeline(path, top_k=4)
+    ours = kbert.fill_mask(model, TEXTS, top_k=4, batch_size=3)  # two batches
+    for text, answer in zip(TEXTS, ours):
+        expected = as_blanks(reference(text))
+        assert len(answer["blanks"]) == len(expected) == text.count("[MASK]")
+        for blank, hf in zip(answer["blanks"], expected):
+            assert [c["id"] for c in blank] == [c["token"] for c in hf], text
+            np.testing.assert_allclose([c["score"] for c in blank], [c["score"] for c in hf],
+                                       atol=1e-5)
+            assert [c["token"] for c in blank] == reference.tokenizer.convert_ids_to_tokens(
+                [c["token"] for c in hf])
+        words = [b[0]["token"].removeprefix("##") for b in answer["blanks"]]
+        assert answer["filled"] == "".join(
+            p + w for p, w in zip(text.split("[MASK]"), words + [""]))
+    # The answer depends on the context: the same blank elsewhere is scored otherwise.
+    assert ours[0]["blanks"][0] != fill_mask(model, "London is the [MASK] of France.")["blanks"][0]
+    assert_same_answer(fill_mask(model, TEXTS[0], top_k=4), ours[0])  # a string, an answer
+
+
+def test_typed_special_tokens_stay_text(masked_lm_dir, minilm_dir):
+    """"[SEP]" typed in the text is the three pieces "[", "sep", "]" (transformers' tokenizer
+    makes it the separator); only the marker makes a blank."""
+    path = masked_lm_dir("BertForMaskedLM")
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(path))
+    preprocessor = BertFillMaskPreprocessor(kbert.BertTokenizer.from_pretrained(minilm_dir), 16)
+    packed = preprocessor(["x [SEP] y [CLS] [MASK]"])
+    expected = hf_tokenizer("x [ SEP ] y [ CLS ] [MASK]")["input_ids"]
+    np.testing.assert_array_equal(packed["token_ids"][0, :len(expected)], expected)
+    assert packed["masked_positions"].numpy().tolist() == [[len(expected) - 2]]
+    answer = fill_mask(open_masked_lm(path), "x [SEP] y [CLS] [MASK]", top_k=3)
+    hf = pipeline(path, top_k=3)("x [ SEP ] y [ CLS ] [MASK]")
+    assert [c["id"] for c in answer["blanks"][0]] == [c["token"] for c in hf]
+
+
+def test_preprocessor_packs_as_transformers_tokenizer(masked_lm_dir, minilm_dir):
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(masked_lm_dir(
+        "BertForMaskedLM")))
+    tokenizer = kbert.BertTokenizer.from_pretrained(minilm_dir)
+    preprocessor = BertFillMaskPreprocessor(tokenizer, 12)
+    texts = TEXTS + ["No blank at all.", "A long text whose blank [MASK] comes early, then "
+                                         "goes on for many more words than fit."]
+    packed = {k: v.numpy() for k, v in preprocessor(tf.constant(texts)).items()}
+    expected = hf_tokenizer(texts, padding="max_length", truncation=True, max_length=12)
+    np.testing.assert_array_equal(packed["token_ids"], expected["input_ids"])
+    np.testing.assert_array_equal(packed["padding_mask"], expected["attention_mask"])
+    assert not packed["segment_ids"].any()
+    for row, ids in zip(packed["masked_positions"], expected["input_ids"]):
+        blanks = [i for i, t in enumerate(ids) if t == tokenizer.mask_token_id]
+        assert row.tolist() == blanks + [0] * (len(row) - len(blanks))
+    # Another marker gives the same inputs; the config carries it, and Keras rebuilds it.
+    other = BertFillMaskPreprocessor.from_config(
+        {**preprocessor.get_config(), "marker": "___"})
+    other = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(other))
+    again = other([t.replace("[MASK]", "___") for t in texts])
+    np.testing.assert_array_equal(again["token_ids"], packed["token_ids"])
+    assert preprocessor(tf.constant(TEXTS[0]))["token_ids"].shape == (12,)
+
+
+def test_what_cannot_be_filled_is_refused_by_name(masked_lm_dir, minilm_dir):
+    model = open_masked_lm(masked_lm_dir("BertForMaskedLM"))
+    with pytest.raises(ValueError, match="No blank \\(\\[MASK\\]\\) to fill in 'No blank.'"):
+        fill_mask(model, ["a [MASK]", "No blank."])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="falls after the first 62 tokens"):
+        fill_mask(model, "word " * 70 + "[MASK]")
+    with pytest.raises(ValueError, match="top_k must be at least 1"):
+        fill_mask(model, "a [MASK]", top_k=0)
+    with pytest.raises(ValueError, match="marker must be a non-blank string"):
+        fill_mask(model, "a [MASK]", marker=" ")
+    with pytest.raises(ValueError, match="holds an encoder without a fine-tuned head or a "
+                                         "masked-LM head"):
+        open_masked_lm(minilm_dir)
+    classifier = kbert.BertClassifier.from_pretrained(minilm_dir, num_classes=2)
+    with pytest.raises(TypeError, match="takes a BertPretrainer"):
+        fill_mask(classifier, "a [MASK]")
+    causal = kbert.BertPretrainer(kbert.BertBackbone(model.backbone.config, causal=True),
+                                  use_nsp=False, preprocessor=model.preprocessor)
+    with pytest.raises(ValueError, match="left-to-right"):
+        fill_mask(causal, "a [MASK]")
+
+
+@pytest.mark.slow
+def test_predict_and_export_fill_blanks_in_new_processes(masked_lm_dir, tmp_path):
+    """`kbert predict CHECKPOINT --text ... --top-k`, its `--input` file form, and `kbert export`
+    of the same checkpoint, loaded in a new process: the pipeline's answers."""
+    from tests.test_cli_processes import KBERT, python, run_together
+
+    path = masked_lm_dir("BertForPreTraining")
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    (single, _), (many, _), _ = run_together(
+        KBERT + ["predict", path, "--text", TEXTS[1], "--top-k", "3"],
+        KBERT + ["predict", path, "--input", requests, "--top-k", "3"],
+        KBERT + ["export", path, tmp_path / "served", "--top-k", "3"])
+    reference = pipeline(path, top_k=3)
+    single = json.loads(single)
+    assert [[c["id"] for c in blank] for blank in single["blanks"]] == [
+        [c["token"] for c in blank] for blank in as_blanks(reference(TEXTS[1]))]
+    answers = [json.loads(line) for line in many.splitlines()]
+    assert len(answers) == len(TEXTS)
+    assert_same_answer(answers[1], single)
+    ids = reference.tokenizer(TEXTS[1])["input_ids"]
+    served = python(SERVE, tmp_path / "served" / "1", json.dumps(TEXTS), json.dumps([ids]))
+    for answer, text, row in zip(answers, TEXTS, served["text"]):
+        count = len(answer["blanks"])
+        assert row["blank_count"] == count and row["filled"] == answer["filled"]
+        assert row["token_id"][:count] == [[c["id"] for c in b] for b in answer["blanks"]]
+        np.testing.assert_allclose(row["score"][:count],
+                                   [[c["score"] for c in b] for b in answer["blanks"]],
+                                   atol=1e-5)
+        assert all(t == [-1] * 3 for t in row["token_id"][count:])
+    # Token ids with [MASK] ids at the blanks: the same answer, less the filled text.
+    assert served["ids"]["token_id"] == served["text"][1]["token_id"]
+
+
+SERVE = """
+import json, sys
+import numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401 (the tokenizer's ops)
+served = tf.saved_model.load(sys.argv[1])
+texts = json.loads(sys.argv[2])
+out = served.signatures["serving_default"](text=tf.constant(texts))
+rows = [{k: (v.numpy()[i].tolist() if k != "filled" else v.numpy()[i].decode())
+         for k, v in out.items() if k != "token"} for i in range(len(texts))]
+ids = tf.constant(json.loads(sys.argv[3]), tf.int32)
+by_ids = served.signatures["serve_token_ids"](
+    token_ids=ids, segment_ids=tf.zeros_like(ids), padding_mask=tf.ones_like(ids))
+print(json.dumps({"text": rows, "ids": {"token_id": by_ids["token_id"].numpy()[0].tolist(),
+                                        "blank_count": int(by_ids["blank_count"][0])}}))
+"""
