@@ -364,16 +364,18 @@ def test_vocab_convert_and_pretrain_in_new_processes(tmp_path):
     assert len(tokens) == 170
     assert "held-out: mlm_accuracy" in pretrain_out
 
-    # The converted checkpoint converts again; the pretrained weights fine-tune, and pre-train
-    # further from where the first run ended, heads included.
-    _, _, (again_out, _) = run_together(
+    # The converted checkpoint converts again; the pretrained weights fine-tune, pre-train
+    # further from where the first run ended, heads included, and fill blanks.
+    blank = "Sentence 3 of document [MASK] is about topic 1."
+    _, _, (again_out, _), (filled, _) = run_together(
         KBERT + ["convert", tmp_path / "google", tmp_path / "hf", "--to", "huggingface"],
         KBERT + ["finetune", "--task", "sentiment", "--init", tmp_path / "pre" / "model",
                  "--steps", "1", "--batch-size", "4", "--max-eval-examples", "8",
                  "--output", tmp_path / "ft"],
         KBERT + ["pretrain", "--init", tmp_path / "pre" / "model", "--corpus", corpus,
                  "--steps", "1", "--batch-size", "4", "--sequence-length", "32",
-                 "--output", tmp_path / "again"])
+                 "--output", tmp_path / "again"],
+        KBERT + ["predict", tmp_path / "pre" / "model", "--text", blank, "--top-k", "3"])
     assert (tmp_path / "hf" / "model.safetensors").is_file()
     assert json.loads((tmp_path / "ft" / "run.json").read_text())["task"] == "sentiment"
     first, again = (json.loads((tmp_path / run / "metrics.json").read_text())
@@ -383,3 +385,12 @@ def test_vocab_convert_and_pretrain_in_new_processes(tmp_path):
     # The same held-out documents and masks: the second run starts where the first ended.
     for key in ("mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"):
         assert again["start"][key] == pytest.approx(first[key], abs=1e-5), key
+    # The run's masked LM answers as transformers' fill-mask pipeline on the same directory.
+    import transformers
+
+    reference = transformers.pipeline("fill-mask", model=str(tmp_path / "pre" / "model"),
+                                      top_k=3)(blank)
+    blanks = json.loads(filled)["blanks"]
+    assert [c["id"] for c in blanks[0]] == [c["token"] for c in reference]
+    np.testing.assert_allclose([c["score"] for c in blanks[0]],
+                               [c["score"] for c in reference], atol=1e-5)
