@@ -59,8 +59,15 @@ def load_text_op_libraries():
         tf.load_op_library(library)
 
 
+def decoded(array):
+    """An array of UTF-8 bytes as nested lists of str (numpy's astype(str) reads ASCII only,
+    and answers hold any text: a masked LM's pieces, an entity, an answer span)."""
+    return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(array).tolist() \
+        if array.size else array.astype(str).tolist()
+
+
 def to_json(outputs):
-    return {k: (v.numpy().astype(str).tolist() if v.dtype == tf.string else v.numpy().tolist())
+    return {k: (decoded(v.numpy()) if v.dtype == tf.string else v.numpy().tolist())
             for k, v in outputs.items()}
 
 
@@ -284,7 +291,7 @@ def grpc_checks(job):
                 response = stub.Predict(request, timeout=60)
             except grpc.RpcError as e:
                 return {"error": e.code().name}
-            return {"ok": {k: tf.make_ndarray(v).astype(str).tolist()
+            return {"ok": {k: decoded(tf.make_ndarray(v))
                            if v.dtype == tf.string.as_datatype_enum
                            else tf.make_ndarray(v).tolist()
                            for k, v in response.outputs.items()}}

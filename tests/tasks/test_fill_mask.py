@@ -148,8 +148,10 @@ def test_what_cannot_be_filled_is_refused_by_name(masked_lm_dir, minilm_dir):
 @pytest.mark.slow
 def test_predict_and_export_fill_blanks_in_new_processes(masked_lm_dir, tmp_path):
     """`kbert predict CHECKPOINT --text ... --top-k`, its `--input` file form, and `kbert export`
-    of the same checkpoint, loaded in a new process: the pipeline's answers."""
-    from tests.test_cli_processes import KBERT, python, run_together
+    of the same checkpoint served as TF Serving loads it (tests/export/serving_client.py: a new
+    process without kbert or Keras, a session-based gRPC PredictionService): the pipeline's
+    answers."""
+    from tests.test_cli_processes import KBERT, run_together, serve_in_emulator
 
     path = masked_lm_dir("BertForPreTraining")
     requests = tmp_path / "requests.jsonl"
@@ -165,31 +167,24 @@ def test_predict_and_export_fill_blanks_in_new_processes(masked_lm_dir, tmp_path
     answers = [json.loads(line) for line in many.splitlines()]
     assert len(answers) == len(TEXTS)
     assert_same_answer(answers[1], single)
-    ids = reference.tokenizer(TEXTS[1])["input_ids"]
-    served = python(SERVE, tmp_path / "served" / "1", json.dumps(TEXTS), json.dumps([ids]))
-    for answer, text, row in zip(answers, TEXTS, served["text"]):
+
+    served = serve_in_emulator(tmp_path, tmp_path / "served" / "1", {"text": TEXTS})
+    assert served["filled"] == [a["filled"] for a in answers]
+    for i, answer in enumerate(answers):
         count = len(answer["blanks"])
-        assert row["blank_count"] == count and row["filled"] == answer["filled"]
-        assert row["token_id"][:count] == [[c["id"] for c in b] for b in answer["blanks"]]
-        np.testing.assert_allclose(row["score"][:count],
+        assert served["blank_count"][i] == count
+        assert served["token_id"][i][:count] == [[c["id"] for c in b] for b in answer["blanks"]]
+        assert served["token"][i][:count] == [[c["token"] for c in b] for b in answer["blanks"]]
+        np.testing.assert_allclose(served["score"][i][:count],
                                    [[c["score"] for c in b] for b in answer["blanks"]],
                                    atol=1e-5)
-        assert all(t == [-1] * 3 for t in row["token_id"][count:])
-    # Token ids with [MASK] ids at the blanks: the same answer, less the filled text.
-    assert served["ids"]["token_id"] == served["text"][1]["token_id"]
-
-
-SERVE = """
-import json, sys
-import numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401 (the tokenizer's ops)
-served = tf.saved_model.load(sys.argv[1])
-texts = json.loads(sys.argv[2])
-out = served.signatures["serving_default"](text=tf.constant(texts))
-rows = [{k: (v.numpy()[i].tolist() if k != "filled" else v.numpy()[i].decode())
-         for k, v in out.items() if k != "token"} for i in range(len(texts))]
-ids = tf.constant(json.loads(sys.argv[3]), tf.int32)
-by_ids = served.signatures["serve_token_ids"](
-    token_ids=ids, segment_ids=tf.zeros_like(ids), padding_mask=tf.ones_like(ids))
-print(json.dumps({"text": rows, "ids": {"token_id": by_ids["token_id"].numpy()[0].tolist(),
-                                        "blank_count": int(by_ids["blank_count"][0])}}))
-"""
+        assert all(t == [-1] * 3 for t in served["token_id"][i][count:])
+    # Token ids with [MASK] ids at the blanks (serve_token_ids): the same pieces. A megabyte
+    # of text costs what its first 126 tokens do, and a blank there is filled.
+    export = tf.saved_model.load(str(tmp_path / "served" / "1")).signatures
+    ids = tf.constant([reference.tokenizer(TEXTS[1])["input_ids"]], tf.int32)
+    by_ids = export["serve_token_ids"](token_ids=ids, segment_ids=tf.zeros_like(ids),
+                                       padding_mask=tf.ones_like(ids))
+    assert by_ids["token_id"].numpy()[0].tolist() == served["token_id"][1]
+    huge = export["serving_default"](text=tf.constant(["[MASK] " + "word " * 200_000]))
+    assert huge["blank_count"].numpy().tolist() == [1]
