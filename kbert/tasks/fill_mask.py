@@ -8,10 +8,11 @@ import numpy as np
 from kbert.tasks.spec import TaskSpec
 
 
-def fill_mask(model, texts, top_k=5, marker="[MASK]", batch_size=32):
+def fill_mask(model, texts, top_k=5, marker="[MASK]", batch_size=32, tokenizer=None):
     """The `top_k` likeliest word pieces for each blank (`marker`) of `texts`, by the masked-LM
-    head of `model` (a bidirectional `BertPretrainer` holding its preprocessor, as
-    `from_pretrained` builds it). Each blank is scored on its own, as in the pipeline.
+    head of `model` (a bidirectional `BertPretrainer`), tokenized by `tokenizer` (default: the
+    model's preprocessor's, as `from_pretrained` builds it; packed to its sequence length, or
+    else to the model's positions). Each blank is scored on its own, as in the pipeline.
 
     Returns per text (a list, or one answer for a single string) a dict: "blanks", for each
     blank in order a list of `{"token", "id", "score"}` (score: the softmax probability),
@@ -26,9 +27,12 @@ def fill_mask(model, texts, top_k=5, marker="[MASK]", batch_size=32):
     from kbert.text.fill_mask_preprocessor import BertFillMaskPreprocessor
     from kbert.text.trim import trim_to_longest
 
-    if getattr(model, "mlm_head", None) is None or model.preprocessor is None:
-        raise TypeError("fill_mask takes a BertPretrainer with its preprocessor (as "
-                        f"BertPretrainer.from_pretrained gives it), got {type(model).__name__}.")
+    if getattr(model, "mlm_head", None) is None:
+        raise TypeError(f"fill_mask takes a BertPretrainer, got {type(model).__name__}.")
+    packer = model.preprocessor
+    if tokenizer is None and packer is None:
+        raise ValueError("This BertPretrainer holds no preprocessor: pass its tokenizer "
+                         "(fill_mask(model, texts, tokenizer=...)).")
     if model.backbone.causal:
         raise ValueError("A left-to-right (causal) model predicts each next token, not blanks: "
                          "fill_mask needs a masked LM.")
@@ -36,9 +40,10 @@ def fill_mask(model, texts, top_k=5, marker="[MASK]", batch_size=32):
         raise ValueError(f"top_k must be at least 1, got {top_k}.")
     single = isinstance(texts, str)
     texts = [texts] if single else list(texts)
-    tokenizer = model.preprocessor.tokenizer
-    preprocessor = BertFillMaskPreprocessor(
-        tokenizer, model.preprocessor.sequence_length, marker=marker)
+    tokenizer = tokenizer or packer.tokenizer
+    length = packer.sequence_length if packer is not None else \
+        model.backbone.config.max_position_embeddings
+    preprocessor = BertFillMaskPreprocessor(tokenizer, length, marker=marker)
     vocabulary = tokenizer.get_vocabulary()
     answers = []
     for start in range(0, len(texts), batch_size):

@@ -183,6 +183,10 @@ def open_task_model(path, task=None, data_dir=None, allow_pickle=False, null_thr
     from kbert.tasks import get_spec, spec_of_model, spec_of_run, with_null_threshold, with_top_k
 
     model, info, label_names = open_model(path, allow_pickle)
+    if with_data and info is None and hasattr(model, "mlm_head"):
+        raise ValueError(f"{path} is a pre-trained masked LM, not a fine-tuned model: no task "
+                         "scores it (kbert pretrain reports its held-out masked-LM accuracy). "
+                         "Fine-tune it first: kbert finetune --init ...")
     if task is None and info is None and with_data:
         raise ValueError(f"{path} is a fine-tuned checkpoint, not a kbert run, so it names no "
                          "task to score it on: give one, e.g. task=squad.")

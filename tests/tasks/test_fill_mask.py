@@ -3,6 +3,7 @@ transformers' own fill-mask pipeline on the same checkpoint, and the export of o
 (`kbert export` of a BertForMaskedLM, loaded in a new process)."""
 
 import json
+import subprocess
 
 import keras
 import numpy as np
@@ -139,6 +140,12 @@ def test_what_cannot_be_filled_is_refused_by_name(masked_lm_dir, minilm_dir):
     classifier = kbert.BertClassifier.from_pretrained(minilm_dir, num_classes=2)
     with pytest.raises(TypeError, match="takes a BertPretrainer"):
         fill_mask(classifier, "a [MASK]")
+    bare = kbert.BertPretrainer(model.backbone, use_nsp=False)  # no preprocessor
+    bare.mlm_head.set_weights(model.mlm_head.get_weights())
+    with pytest.raises(ValueError, match="holds no preprocessor: pass its tokenizer"):
+        fill_mask(bare, "a [MASK]")
+    assert_same_answer(fill_mask(bare, "a [MASK]", tokenizer=model.preprocessor.tokenizer),
+                       fill_mask(model, "a [MASK]"))
     causal = kbert.BertPretrainer(kbert.BertBackbone(model.backbone.config, causal=True),
                                   use_nsp=False, preprocessor=model.preprocessor)
     with pytest.raises(ValueError, match="left-to-right"):
@@ -156,10 +163,14 @@ def test_predict_and_export_fill_blanks_in_new_processes(masked_lm_dir, tmp_path
     path = masked_lm_dir("BertForPreTraining")
     requests = tmp_path / "requests.jsonl"
     requests.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    scored = subprocess.Popen([str(c) for c in KBERT + ["evaluate", path, "--task", "qnli"]],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     (single, _), (many, _), _ = run_together(
         KBERT + ["predict", path, "--text", TEXTS[1], "--top-k", "3"],
         KBERT + ["predict", path, "--input", requests, "--top-k", "3"],
         KBERT + ["export", path, tmp_path / "served", "--top-k", "3"])
+    _, refusal = scored.communicate(timeout=600)  # nothing to score: said in one line
+    assert scored.returncode == 2 and "is a pre-trained masked LM" in refusal, refusal
     reference = pipeline(path, top_k=3)
     single = json.loads(single)
     assert [[c["id"] for c in blank] for blank in single["blanks"]] == [
