@@ -38,13 +38,12 @@ def spec_of_run(info) -> TaskSpec:
 def spec_of_model(model, label_names=None) -> TaskSpec:
     """The spec that answers raw input with a task model fine-tuned outside kbert (a checkpoint
     holds its head, not its task's data): blanks filled for a masked LM (`BertPretrainer`),
-    SQuAD for a span labeler (v1.1: always an answer),
-    the model's tags for a token classifier, else a sentence task with `label_names` that
-    takes single sentences or pairs (a checkpoint does not say which it was trained on)."""
+    SQuAD for a span labeler (v1.1: always an answer), the model's tags for a token
+    classifier, else a sentence task with `label_names` that takes single sentences or pairs
+    (a checkpoint does not say which it was trained on)."""
     from kbert.data.tasks import Task
-    from kbert.tasks.sentence import SentenceTask
-
     from kbert.tasks.fill_mask import FillMaskTask
+    from kbert.tasks.sentence import SentenceTask
 
     kind = type(model).__name__
     if kind == "BertPretrainer":

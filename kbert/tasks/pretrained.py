@@ -156,7 +156,6 @@ def open_model(path, allow_pickle=False):
     checkpoint directory holding a fine-tuned head (`fine_tuned_model`), or a masked-LM head
     (a `BertPretrainer`, `open_masked_lm`)."""
     from kbert.convert.task_heads import hf_label_names
-
     from kbert.tasks.fill_mask import open_masked_lm
 
     model = fine_tuned_model(path, allow_pickle)
