@@ -124,6 +124,18 @@ def test_preprocessor_packs_as_transformers_tokenizer(masked_lm_dir, minilm_dir)
     assert preprocessor(tf.constant(TEXTS[0]))["token_ids"].shape == (12,)
 
 
+def test_a_google_checkpoint_of_the_same_weights_fills_alike(masked_lm_dir, tmp_path):
+    """The masked LM written in Google's TF1 layout (cls/predictions/*, as its release holds)
+    opens with its head and answers as the Hugging Face directory it came from."""
+    from kbert.convert import save_google
+
+    model = open_masked_lm(masked_lm_dir("BertForMaskedLM"))
+    save_google(model, tmp_path / "google", tokenizer=model.preprocessor.tokenizer)
+    for ours, google in zip(fill_mask(model, TEXTS),
+                            fill_mask(open_masked_lm(tmp_path / "google"), TEXTS)):
+        assert_same_answer(google, ours)
+
+
 def test_what_cannot_be_filled_is_refused_by_name(masked_lm_dir, minilm_dir):
     model = open_masked_lm(masked_lm_dir("BertForMaskedLM"))
     with pytest.raises(ValueError, match="No blank \\(\\[MASK\\]\\) to fill in 'No blank.'"):
