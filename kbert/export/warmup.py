@@ -17,6 +17,13 @@ DEFAULT_WARMUP_TEXTS = (
     "A quiet, patient film that rewards attention.",
     "What time does the museum open on Sundays?",
 )
+# A masked LM's: with blanks, so that warming up runs its head on some.
+FILL_MASK_WARMUP_TEXTS = (
+    "The movie was a [MASK] from start to finish.",
+    "I would not [MASK] this to anyone.",
+    "A quiet, [MASK] film that rewards [MASK].",
+    "What time does the museum [MASK] on Sundays?",
+)
 
 
 def texts_for(module, warmup_texts):
@@ -26,7 +33,9 @@ def texts_for(module, warmup_texts):
         if warmup_texts:
             raise ValueError("warmup_texts need a text signature: pass a preprocessor.")
         return []
-    texts = list(DEFAULT_WARMUP_TEXTS if warmup_texts is None else warmup_texts)
+    defaults = FILL_MASK_WARMUP_TEXTS if module.task.name == "fill_mask" \
+        else DEFAULT_WARMUP_TEXTS
+    texts = list(defaults if warmup_texts is None else warmup_texts)
     if texts and warmup_texts is None:
         try:
             import tensorflow_serving.apis  # noqa: F401

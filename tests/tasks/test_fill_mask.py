@@ -211,3 +211,11 @@ def test_predict_and_export_fill_blanks_in_new_processes(masked_lm_dir, tmp_path
     assert by_ids["token_id"].numpy()[0].tolist() == served["token_id"][1]
     huge = export["serving_default"](text=tf.constant(["[MASK] " + "word " * 200_000]))
     assert huge["blank_count"].numpy().tolist() == [1]
+    # The warm-up requests (which the emulator replayed) hold blanks, so they run the head.
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    warmup = tmp_path / "served" / "1" / "assets.extra" / "tf_serving_warmup_requests"
+    logs = [prediction_log_pb2.PredictionLog.FromString(r)
+            for r in tf.data.TFRecordDataset(str(warmup)).as_numpy_iterator()]
+    texts = tf.make_ndarray(logs[1].predict_log.request.inputs["text"])
+    assert all(b"[MASK]" in text for text in texts) and len(texts) == 4
