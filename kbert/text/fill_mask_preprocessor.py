@@ -11,7 +11,7 @@ import keras
 import tensorflow as tf
 
 from kbert.text.preprocessor import pack_segments, truncated_lengths
-from kbert.text.preprocessor_base import PreprocessorBase, cap_text, text_budget
+from kbert.text.preprocessor_base import PreprocessorBase, cap_text, string_batch, text_budget
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -39,14 +39,8 @@ class BertFillMaskPreprocessor(PreprocessorBase):
 
     def call(self, texts):
         texts = tf.convert_to_tensor(texts)
-        if texts.dtype != tf.string:
-            raise TypeError(f"BertFillMaskPreprocessor expects strings, got dtype "
-                            f"{texts.dtype.name}.")
-        if texts.shape.rank == 2 and texts.shape[-1] == 1:  # keras.Input(shape=(1,))
-            texts = tf.squeeze(texts, -1)
         scalar = texts.shape.rank == 0
-        if scalar:
-            texts = texts[tf.newaxis]
+        texts = string_batch(texts, "BertFillMaskPreprocessor")
         budget = self.sequence_length - 2
         blanks = tf.strings.split(texts, sep=self.marker).row_lengths() - 1
         # A blank is one token from len(marker) bytes: the cap keeps what the first `budget`

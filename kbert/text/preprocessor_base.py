@@ -55,6 +55,22 @@ def cap_text(text, max_bytes):
                             tf.where(length > max_bytes, cut, length))
 
 
+def string_batch(x, owner, what="text"):
+    """`x` (a string, a list, or a tensor [batch] or [batch, 1] as `keras.Input(shape=(1,))`
+    gives) as a tf.string tensor [batch]; a TypeError naming `owner` for other dtypes, a
+    ValueError for other shapes."""
+    x = tf.convert_to_tensor(x)
+    if x.dtype != tf.string:
+        raise TypeError(f"{owner} expects {what} as strings, got dtype {x.dtype.name}.")
+    if x.shape.rank == 2 and x.shape[-1] == 1:
+        x = tf.squeeze(x, -1)
+    if x.shape.rank == 0:
+        x = x[tf.newaxis]
+    if x.shape.rank != 1:
+        raise ValueError(f"{owner} expects {what} of shape [batch], got {x.shape}.")
+    return x
+
+
 _TRACED = weakref.WeakKeyDictionary()
 """{preprocessor: (its config, its `traced` function)}, kept off the layer: a `tf.function`
 attribute of a layer would be saved with any SavedModel that holds the layer."""

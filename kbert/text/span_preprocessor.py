@@ -27,7 +27,7 @@ import keras
 import tensorflow as tf
 
 from kbert.text.datasets import batched_dataset, prefetched
-from kbert.text.preprocessor_base import PreprocessorBase
+from kbert.text.preprocessor_base import PreprocessorBase, string_batch
 from kbert.text.trim import trim_to_longest
 
 WINDOW_KEYS = ("token_ids", "segment_ids", "padding_mask", "token_start", "token_end",
@@ -93,20 +93,6 @@ def answer_tokens(starts, ends, answer_starts, answer_ends):
     return tf.where(found, first, -1), tf.where(found, last, -1)
 
 
-def _strings(x, what):
-    x = tf.convert_to_tensor(x)
-    if x.dtype != tf.string:
-        raise TypeError(f"BertSpanPreprocessor expects {what} as strings, got dtype "
-                        f"{x.dtype.name}.")
-    if x.shape.rank == 2 and x.shape[-1] == 1:  # keras.Input(shape=(1,))
-        x = tf.squeeze(x, -1)
-    if x.shape.rank == 0:
-        x = x[tf.newaxis]
-    if x.shape.rank != 1:
-        raise ValueError(f"BertSpanPreprocessor expects {what} of shape [batch], got {x.shape}.")
-    return x
-
-
 def _answer_chars(x, what, rows):
     x = tf.convert_to_tensor(x)
     if not (x.dtype.is_integer and x.dtype != tf.uint8):
@@ -156,7 +142,8 @@ class BertSpanPreprocessor(PreprocessorBase):
     def call(self, questions, contexts, answer_starts=None, answer_ends=None):
         if (answer_starts is None) != (answer_ends is None):
             raise ValueError("Give both answer_starts and answer_ends, or neither.")
-        questions, contexts = _strings(questions, "questions"), _strings(contexts, "contexts")
+        questions = string_batch(questions, "BertSpanPreprocessor", "questions")
+        contexts = string_batch(contexts, "BertSpanPreprocessor", "contexts")
         rows = tf.size(contexts, out_type=tf.int64)
         check = tf.debugging.assert_equal(tf.size(questions, out_type=tf.int64), rows,
                                           message="questions and contexts differ in number")

@@ -122,6 +122,10 @@ def test_preprocessor_packs_as_transformers_tokenizer(masked_lm_dir, minilm_dir)
     again = other([t.replace("[MASK]", "___") for t in texts])
     np.testing.assert_array_equal(again["token_ids"], packed["token_ids"])
     assert preprocessor(tf.constant(TEXTS[0]))["token_ids"].shape == (12,)
+    with pytest.raises(TypeError, match="BertFillMaskPreprocessor expects text as strings"):
+        preprocessor(tf.constant([1, 2]))
+    with pytest.raises(ValueError, match="expects text of shape \\[batch\\]"):
+        preprocessor(tf.constant([["a [MASK]", "b [MASK]"]]))
 
 
 def test_a_google_checkpoint_of_the_same_weights_fills_alike(masked_lm_dir, tmp_path):
