@@ -245,6 +245,8 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
     if isinstance(label_names, str):
         label_names = [n.strip() for n in label_names.split(",") if n.strip()]
     preprocessor = _preprocessor(model, vocabulary, lowercase, sequence_length)
+    if task is not None and pathlib.Path(model_path).is_dir():
+        model, preprocessor = _for_export_task(model, preprocessor, task, model_path)
     if label_names is None and info.get("kind") == "classification":
         label_names = info.get("label_names")
     if sentence_pair is None:
@@ -255,6 +257,24 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
                               label_names=label_names, warmup_texts=warmup_texts,
                               sentence_pair=sentence_pair, task=task, overwrite=overwrite,
                               top_k=info.get("top_k", 5), **squad)
+
+
+def _for_export_task(model, preprocessor, task, model_path):
+    """(model, preprocessor) that an export task name exports of a run's or checkpoint's task
+    model: "backbone" its encoder (embeddings), the task's tokenizer packing sentences; the
+    model's own kind, itself; any other kind is refused by name."""
+    from kbert.export.serving_tasks import task_for
+    from kbert.text import BertPreprocessor
+
+    own = task_for(model).name
+    if task == "backbone" and own != "backbone" and hasattr(model, "backbone"):
+        if preprocessor is not None:
+            preprocessor = BertPreprocessor(preprocessor.tokenizer, preprocessor.sequence_length)
+        return model.backbone, preprocessor
+    if task != own:
+        raise ValueError(f"{model_path} holds a {type(model).__name__}, which exports as {own} "
+                         f"(or as backbone: its encoder), not as {task}.")
+    return model, preprocessor
 
 
 def _load_model(model_path, allow_pickle=False, task=None, null_threshold=None, top_k=None):

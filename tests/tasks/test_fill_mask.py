@@ -179,14 +179,21 @@ def test_predict_and_export_fill_blanks_in_new_processes(masked_lm_dir, tmp_path
     path = masked_lm_dir("BertForPreTraining")
     requests = tmp_path / "requests.jsonl"
     requests.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
-    scored = subprocess.Popen([str(c) for c in KBERT + ["evaluate", path, "--task", "qnli"]],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    (single, _), (many, _), _ = run_together(
+    refused = {  # nothing to score, and no classifier to serve: said in one line each
+        "is a pre-trained masked LM": KBERT + ["evaluate", path, "--task", "qnli"],
+        "exports as fill_mask (or as backbone: its encoder), not as classifier":
+            KBERT + ["export", path, tmp_path / "no", "--task", "classifier"]}
+    refused = {message: subprocess.Popen([str(c) for c in command], stderr=subprocess.PIPE,
+                                         stdout=subprocess.DEVNULL, text=True)
+               for message, command in refused.items()}
+    (single, _), (many, _), _, _ = run_together(
         KBERT + ["predict", path, "--text", TEXTS[1], "--top-k", "3"],
         KBERT + ["predict", path, "--input", requests, "--top-k", "3"],
-        KBERT + ["export", path, tmp_path / "served", "--top-k", "3"])
-    _, refusal = scored.communicate(timeout=600)  # nothing to score: said in one line
-    assert scored.returncode == 2 and "is a pre-trained masked LM" in refusal, refusal
+        KBERT + ["export", path, tmp_path / "served", "--top-k", "3"],
+        KBERT + ["export", path, tmp_path / "encoder", "--task", "backbone"])
+    for message, process in refused.items():
+        _, err = process.communicate(timeout=600)
+        assert process.returncode == 2 and message in err and err.count("\n") == 1, err
     reference = pipeline(path, top_k=3)
     single = json.loads(single)
     assert [[c["id"] for c in blank] for blank in single["blanks"]] == [
@@ -215,6 +222,14 @@ def test_predict_and_export_fill_blanks_in_new_processes(masked_lm_dir, tmp_path
     assert by_ids["token_id"].numpy()[0].tolist() == served["token_id"][1]
     huge = export["serving_default"](text=tf.constant(["[MASK] " + "word " * 200_000]))
     assert huge["blank_count"].numpy().tolist() == [1]
+    # --task backbone serves the checkpoint's encoder: raw text in, its embeddings out.
+    encoder = tf.saved_model.load(str(tmp_path / "encoder" / "1")).signatures
+    embedded = encoder["serving_default"](text=tf.constant(TEXTS[:2]))
+    model = open_masked_lm(path)
+    packed = kbert.BertPreprocessor(model.preprocessor.tokenizer,
+                                    model.preprocessor.sequence_length)(TEXTS[:2])
+    np.testing.assert_allclose(embedded["pooled_output"],
+                               model.backbone(packed)["pooled_output"], atol=1e-5)
     # The warm-up requests (which the emulator replayed) hold blanks, so they run the head.
     from tensorflow_serving.apis import prediction_log_pb2
 
