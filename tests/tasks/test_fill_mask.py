@@ -3,7 +3,6 @@ transformers' own fill-mask pipeline on the same checkpoint, and the export of o
 (`kbert export` of a BertForMaskedLM, loaded in a new process)."""
 
 import json
-import subprocess
 
 import keras
 import numpy as np
@@ -22,8 +21,8 @@ TEXTS = ["Paris is the [MASK] of France.", "The [MASK] sat on the [MASK] all day
 
 @pytest.fixture(scope="module")
 def masked_lm_dir(minilm_dir, tmp_path_factory):
-    """`make(architecture)`: a small transformers masked LM on MiniLM's vocabulary, saved as a
-    user would download it. Weights drawn at std 0.5 rather than BERT's 0.02, so that a blank's
+    """`make(architecture)`: a small transformers model (a masked LM) on MiniLM's vocabulary,
+    saved as a user would download it. Weights drawn at std 0.5 rather than BERT's 0.02, so that a blank's
     answer depends on its context (at 0.02 it barely does, and a packing error could pass)."""
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
 
@@ -140,6 +139,27 @@ def test_a_google_checkpoint_of_the_same_weights_fills_alike(masked_lm_dir, tmp_
         assert_same_answer(google, ours)
 
 
+def test_commands_that_do_not_apply_to_a_masked_lm_say_so(masked_lm_dir, tmp_path, capsys):
+    """Nothing to score, no classifier to serve, no threshold: one line each, status 2."""
+    from kbert.cli import main
+
+    path = str(masked_lm_dir("BertForMaskedLM"))
+    classifier = str(masked_lm_dir("BertForSequenceClassification"))
+    capsys.readouterr()  # what transformers printed saving them
+    for command, message in (
+            (["evaluate", path, "--task", "qnli"], "is a pre-trained masked LM"),
+            (["export", path, str(tmp_path / "no"), "--task", "classifier"],
+             "exports as fill_mask (or as backbone: its encoder), not as classifier"),
+            (["predict", path, "--text", "a [MASK]", "--null-threshold", "1"],
+             "--null-threshold is SQuAD v2.0's"),
+            (["predict", classifier, "--text", "a", "--top-k", "3"],
+             "--top-k is for a masked LM's blanks")):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "no").exists()
+
+
 def test_what_cannot_be_filled_is_refused_by_name(masked_lm_dir, minilm_dir):
     model = open_masked_lm(masked_lm_dir("BertForMaskedLM"))
     with pytest.raises(ValueError, match="No blank \\(\\[MASK\\]\\) to fill in 'No blank.'"):
@@ -179,21 +199,11 @@ def test_predict_and_export_fill_blanks_in_new_processes(masked_lm_dir, tmp_path
     path = masked_lm_dir("BertForPreTraining")
     requests = tmp_path / "requests.jsonl"
     requests.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
-    refused = {  # nothing to score, and no classifier to serve: said in one line each
-        "is a pre-trained masked LM": KBERT + ["evaluate", path, "--task", "qnli"],
-        "exports as fill_mask (or as backbone: its encoder), not as classifier":
-            KBERT + ["export", path, tmp_path / "no", "--task", "classifier"]}
-    refused = {message: subprocess.Popen([str(c) for c in command], stderr=subprocess.PIPE,
-                                         stdout=subprocess.DEVNULL, text=True)
-               for message, command in refused.items()}
     (single, _), (many, _), _, _ = run_together(
         KBERT + ["predict", path, "--text", TEXTS[1], "--top-k", "3"],
         KBERT + ["predict", path, "--input", requests, "--top-k", "3"],
         KBERT + ["export", path, tmp_path / "served", "--top-k", "3"],
         KBERT + ["export", path, tmp_path / "encoder", "--task", "backbone"])
-    for message, process in refused.items():
-        _, err = process.communicate(timeout=600)
-        assert process.returncode == 2 and message in err and err.count("\n") == 1, err
     reference = pipeline(path, top_k=3)
     single = json.loads(single)
     assert [[c["id"] for c in blank] for blank in single["blanks"]] == [
