@@ -21,8 +21,6 @@ def fill_mask(model, texts, top_k=5, marker="[MASK]", batch_size=32, tokenizer=N
     >>> model = BertPretrainer.from_pretrained("runs/pretrain/model")
     >>> fill_mask(model, "Paris is the [MASK] of France.")["filled"]
     """
-    import keras
-
     from kbert.models.backbone import INPUT_KEYS
     from kbert.text.fill_mask_preprocessor import BertFillMaskPreprocessor
     from kbert.text.trim import trim_to_longest
@@ -40,6 +38,9 @@ def fill_mask(model, texts, top_k=5, marker="[MASK]", batch_size=32, tokenizer=N
         raise ValueError(f"top_k must be at least 1, got {top_k}.")
     single = isinstance(texts, str)
     texts = [texts] if single else list(texts)
+    for text in texts:
+        if marker not in text:
+            raise ValueError(f"No blank ({marker}) to fill in {text[:80]!r}.")
     tokenizer = tokenizer or packer.tokenizer
     length = packer.sequence_length if packer is not None else \
         model.backbone.config.max_position_embeddings
@@ -48,12 +49,10 @@ def fill_mask(model, texts, top_k=5, marker="[MASK]", batch_size=32, tokenizer=N
     answers = []
     for start in range(0, len(texts), batch_size):
         chunk = texts[start:start + batch_size]
-        for text in chunk:
-            if marker not in text:
-                raise ValueError(f"No blank ({marker}) to fill in {text[:80]!r}.")
-        features = preprocessor(chunk)
-        positions = keras.ops.convert_to_numpy(features["masked_positions"])
-        inputs = trim_to_longest({k: features[k] for k in INPUT_KEYS})
+        features = preprocessor(chunk)  # TensorFlow's: numpy arrays go to any backend
+        inputs = {k: np.asarray(v) for k, v in trim_to_longest(
+            {k: features[k] for k in INPUT_KEYS}).items()}
+        positions = np.asarray(features["masked_positions"])
         logits = model.predict_on_batch({**inputs, "masked_positions": positions})["mlm"]
         logits = np.asarray(logits, "float64")
         scores = np.exp(logits - logits.max(-1, keepdims=True))
