@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kbert
+from kbert.tasks.fill_mask import open_masked_lm
 
 pytest.importorskip("jax", reason="the JAX backend test needs jax (in the test extra)")
 
@@ -35,7 +36,11 @@ SCRIPT = textwrap.dedent("""
     targets = {"mlm": rng.integers(1, 60, (4, 2)).astype("int32"),
                "nsp": np.array([0, 1, 0, 1], "int32")}
     history = model.fit(batch, targets, epochs=8, verbose=0).history
-    print(json.dumps({"loss": history["loss"]}))
+
+    # A masked LM fills blanks on JAX as on TensorFlow.
+    from kbert.tasks.fill_mask import fill_mask, open_masked_lm
+    filled = fill_mask(open_masked_lm(sys.argv[3]), json.loads(sys.argv[4]), top_k=3)
+    print(json.dumps({"loss": history["loss"], "filled": filled}))
 """)
 
 
@@ -44,17 +49,39 @@ def test_forward_and_backward_on_jax(tmp_path):
     x = {"token_ids": ids, "segment_ids": [[0] * 5, [0, 0, 0, 1, 1]],
          "padding_mask": [[1, 1, 1, 1, 0], [1] * 5]}
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    masked_lm, texts = _masked_lm(tmp_path / "masked_lm"), ["a [MASK] b [MASK]", "[MASK] c"]
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps(x), str(tmp_path / "jax.npy")],
-        env=env, capture_output=True, text=True, timeout=600)
+        [sys.executable, "-c", SCRIPT, json.dumps(x), str(tmp_path / "jax.npy"),
+         str(masked_lm), json.dumps(texts)], env=env, capture_output=True, text=True,
+        timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    loss = json.loads(result.stdout.strip().splitlines()[-1])["loss"]
+    on_jax = json.loads(result.stdout.strip().splitlines()[-1])
+    loss = on_jax["loss"]
     assert all(np.isfinite(loss)) and loss[-1] < loss[0]
+    on_tf = kbert.fill_mask(open_masked_lm(masked_lm), texts, top_k=3)
+    for jax_answer, tf_answer in zip(on_jax["filled"], on_tf, strict=True):
+        assert jax_answer["filled"] == tf_answer["filled"]
+        for jax_blank, tf_blank in zip(jax_answer["blanks"], tf_answer["blanks"], strict=True):
+            assert [c["id"] for c in jax_blank] == [c["id"] for c in tf_blank]
+            np.testing.assert_allclose([c["score"] for c in jax_blank],
+                                       [c["score"] for c in tf_blank], atol=1e-5)
 
     tf_out = kbert.BertBackbone.from_pretrained("minilm_l6_h384_uncased")(
         {k: np.array(v, "int32") for k, v in x.items()})["sequence_output"]
     jax_out = np.load(tmp_path / "jax.npy")
     assert np.abs(jax_out - np.asarray(tf_out))[:, :4].max() <= 1e-4
+
+
+def _masked_lm(path):
+    """A small masked LM on MiniLM's vocabulary, saved as a Hugging Face directory (weights
+    at std 0.5, so that its answers depend on the context)."""
+    tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+    cfg = kbert.BertConfig(vocab_size=tokenizer.vocabulary_size(), hidden_size=32,
+                           num_layers=2, num_heads=4, intermediate_size=64,
+                           max_position_embeddings=32, initializer_range=0.5)
+    kbert.convert.save_hf(kbert.BertPretrainer(kbert.BertBackbone(cfg), use_nsp=False), path,
+                          tokenizer=tokenizer)
+    return path
 
 
 PREDICT_SCRIPT = textwrap.dedent("""
