@@ -22,8 +22,9 @@ TEXTS = ["Paris is the [MASK] of France.", "The [MASK] sat on the [MASK] all day
 @pytest.fixture(scope="module")
 def masked_lm_dir(minilm_dir, tmp_path_factory):
     """`make(architecture)`: a small transformers model (a masked LM) on MiniLM's vocabulary,
-    saved as a user would download it. Weights drawn at std 0.5 rather than BERT's 0.02, so that a blank's
-    answer depends on its context (at 0.02 it barely does, and a packing error could pass)."""
+    saved as a user would download it. Weights drawn at std 0.5 rather than BERT's 0.02, so
+    that a blank's answer depends on its context (at 0.02 it barely does, and a packing error
+    could pass)."""
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
 
     def make(architecture):
