@@ -80,7 +80,8 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
     Args:
       model: a kbert model (`BertClassifier`, `BertMultipleChoice`, `BertSpanLabeler`,
         `BertTokenClassifier`, `BertFeatureClassifier`, `BertBackbone`,
-        `BertFeatureExtractor`, `BertPretrainer` as a masked LM filling blanks), or another Keras model of one of those shapes with `task=`.
+        `BertFeatureExtractor`, `BertPretrainer` as a masked LM filling blanks), or another
+        Keras model of one of those shapes with `task=`.
       export_dir: the model's base directory, e.g. "saved_models/sentiment".
       preprocessor: the preprocessor the model was trained with (default: the one the task
         model holds). With it, `serving_default` takes raw strings; without it, token ids
