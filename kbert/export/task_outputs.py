@@ -68,10 +68,10 @@ def serve_entities(module, text):
 def fill_mask_ids(module, features):
     """Token ids with [MASK] ids at the blanks → each blank's `top_k` likeliest pieces
     (`fill_blanks`)."""
-    is_blank = tf.equal(features["token_ids"], module.preprocessor.tokenizer.mask_token_id)
-    positions = tf.ragged.boolean_mask(
-        tf.broadcast_to(tf.range(tf.shape(is_blank)[1]), tf.shape(is_blank)), is_blank)
-    return fill_blanks(module, features, positions.to_tensor(0))
+    from kbert.text.fill_mask_preprocessor import blank_positions
+
+    positions = blank_positions(features["token_ids"], module.preprocessor.tokenizer.mask_token_id)
+    return fill_blanks(module, features, positions)
 
 
 def serve_fill_mask(module, text):

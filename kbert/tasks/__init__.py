@@ -73,15 +73,14 @@ def with_null_threshold(spec, null_threshold):
 
 
 def with_top_k(spec, top_k):
-    """`spec` giving `top_k` pieces per blank (None: as it is); refused for any task but a
-    masked LM's, where it would silently do nothing."""
+    """`spec` giving `top_k` pieces per blank (None: as it is; `fill_mask` and the export
+    check its range); refused for any task but a masked LM's, where it would silently do
+    nothing."""
     if top_k is None:
         return spec
     if spec.kind != "fill_mask":
         raise ValueError(f"top_k is for a masked LM's blanks; the model answers as {spec.name}, "
                          "which has none.")
-    if int(top_k) < 1:
-        raise ValueError(f"top_k must be at least 1, got {top_k}.")
     spec.top_k = int(top_k)
     return spec
 

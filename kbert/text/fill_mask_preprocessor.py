@@ -14,6 +14,15 @@ from kbert.text.preprocessor import pack_segments, truncated_lengths
 from kbert.text.preprocessor_base import PreprocessorBase, cap_text, string_batch, text_budget
 
 
+def blank_positions(token_ids, mask_token_id):
+    """Where the [MASK] ids of `token_ids` [batch, seq] are: int32 [batch, most blanks of a
+    row], each row in order and padded with 0 (the [CLS] position, never a blank)."""
+    is_blank = tf.equal(token_ids, mask_token_id)
+    positions = tf.ragged.boolean_mask(
+        tf.broadcast_to(tf.range(tf.shape(is_blank)[1]), tf.shape(is_blank)), is_blank)
+    return positions.to_tensor(0)
+
+
 @keras.saving.register_keras_serializable(package="kbert")
 class BertFillMaskPreprocessor(PreprocessorBase):
     """Strings [batch] with blanks → {"token_ids", "segment_ids", "padding_mask"} int32
@@ -58,16 +67,14 @@ class BertFillMaskPreprocessor(PreprocessorBase):
         tokenizer = self.tokenizer
         out = pack_segments([(ids,)], keep, self.sequence_length, tokenizer.cls_token_id,
                             tokenizer.sep_token_id, tokenizer.pad_token_id)
-        is_blank = tf.equal(out["token_ids"], tokenizer.mask_token_id)
-        positions = tf.ragged.boolean_mask(
-            tf.broadcast_to(tf.range(self.sequence_length), tf.shape(is_blank)), is_blank)
+        positions = blank_positions(out["token_ids"], tokenizer.mask_token_id)
         check = tf.debugging.assert_equal(
-            positions.row_lengths(), blanks, message=(
+            tf.reduce_sum(tf.cast(positions > 0, blanks.dtype), axis=1), blanks, message=(
                 f"A blank ({self.marker}) falls after the first {budget} tokens, which is all "
                 f"the model reads at sequence_length {self.sequence_length}: put it earlier "
                 "or shorten the text"))
         with tf.control_dependencies([check]):
-            out["masked_positions"] = tf.identity(positions.to_tensor(0))
+            out["masked_positions"] = tf.identity(positions)
         if scalar:
             out = {k: v[0] for k, v in out.items()}
         return out
