@@ -178,7 +178,7 @@ def _predict_file(args) -> int:
 
 def _export(args) -> int:
     """Exports a fine-tuned model as a versioned SavedModel that takes raw text."""
-    from kbert.export.saved_model import export_from_cli
+    from kbert.export.from_path import export_from_cli
 
     path = export_from_cli(
         args.model, args.output_dir, vocabulary=args.vocab,

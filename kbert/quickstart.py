@@ -22,7 +22,7 @@ def quickstart(output_dir="runs/quickstart", export_dir="saved_models/sentiment"
     """Runs the whole path and returns a summary dict (metrics, export path, answers)."""
     import tensorflow as tf
 
-    from kbert.export.saved_model import export_from_cli
+    from kbert.export.from_path import export_from_cli
     from kbert.training.finetune import finetune
 
     start = time.time()
