@@ -190,21 +190,25 @@ def test_what_cannot_be_filled_is_refused_by_name(masked_lm_dir, minilm_dir):
 
 
 @pytest.mark.slow
-def test_predict_and_export_fill_blanks_in_new_processes(masked_lm_dir, tmp_path):
-    """`kbert predict CHECKPOINT --text ... --top-k`, its `--input` file form, and `kbert export`
-    of the same checkpoint served as TF Serving loads it (tests/export/serving_client.py: a new
-    process without kbert or Keras, a session-based gRPC PredictionService): the pipeline's
-    answers."""
+def test_predict_and_export_fill_blanks_in_new_processes(masked_lm_dir, tmp_path, capsys):
+    """`kbert predict CHECKPOINT --text ... --top-k` and `kbert export` in new processes, the
+    export served as TF Serving loads it (tests/export/serving_client.py: a new process
+    without kbert or Keras, a session-based gRPC PredictionService): the pipeline's answers.
+    The `--input` file form and `--task backbone` run through `kbert.cli.main` in-process (both
+    flags run in new processes in tests/test_cli_processes.py and test_checkpoint_tasks.py)."""
+    from kbert.cli import main
     from tests.test_cli_processes import KBERT, run_together, serve_in_emulator
 
     path = masked_lm_dir("BertForPreTraining")
     requests = tmp_path / "requests.jsonl"
     requests.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
-    (single, _), (many, _), _, _ = run_together(
+    (single, _), _ = run_together(
         KBERT + ["predict", path, "--text", TEXTS[1], "--top-k", "3"],
-        KBERT + ["predict", path, "--input", requests, "--top-k", "3"],
-        KBERT + ["export", path, tmp_path / "served", "--top-k", "3"],
-        KBERT + ["export", path, tmp_path / "encoder", "--task", "backbone"])
+        KBERT + ["export", path, tmp_path / "served", "--top-k", "3"])
+    capsys.readouterr()
+    assert main(["predict", str(path), "--input", str(requests), "--top-k", "3"]) == 0
+    many = capsys.readouterr().out
+    assert main(["export", str(path), str(tmp_path / "encoder"), "--task", "backbone"]) == 0
     reference = pipeline(path, top_k=3)
     single = json.loads(single)
     assert [[c["id"] for c in blank] for blank in single["blanks"]] == [
