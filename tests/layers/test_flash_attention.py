@@ -61,13 +61,34 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+# One JAX process runs each script below in a namespace of its own, in order (SCRIPT_TILES
+# last: it sets the tile constants), and returns what each printed: a process's start is
+# most of what the three short ones cost.
+RUN_ALL = textwrap.dedent("""
+    import contextlib, io, json, sys
+    printed = {}
+    for name, code in json.loads(sys.argv[1]).items():
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            exec(code, {"__name__": name})
+        printed[name] = out.getvalue()
+    print(json.dumps(printed))
+""")
+
+
 @pytest.fixture(scope="module")
-def report():
+def printed():
+    scripts = {"report": SCRIPT, "refusals": SCRIPT_REFUSALS, "lowering": SCRIPT_LOWERING,
+               "tiles": SCRIPT_TILES}
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run([sys.executable, "-c", RUN_ALL, json.dumps(scripts)], env=env,
+                            capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def report(printed):
+    return json.loads(printed["report"].strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("case", ["48/0.0", "48/0.1", "48/0.5", "64/0.0", "64/0.1", "64/0.5"])
@@ -100,12 +121,8 @@ SCRIPT_REFUSALS = textwrap.dedent("""
 """)
 
 
-def test_shapes_and_settings_it_cannot_run_are_refused_by_name():
-    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    result = subprocess.run([sys.executable, "-c", SCRIPT_REFUSALS], env=env,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = result.stdout.strip().splitlines()[-4:]
+def test_shapes_and_settings_it_cannot_run_are_refused_by_name(printed):
+    lines = printed["refusals"].strip().splitlines()[-4:]
     assert "head size" in lines[0] and "24" in lines[0]
     assert "multiple of 16" in lines[1] and "40" in lines[1]
     assert "Dropout rate must be in [0, 1)" in lines[2]
@@ -128,14 +145,10 @@ SCRIPT_LOWERING = textwrap.dedent("""
 """)
 
 
-def test_the_kernels_lower_to_triton_for_a_cuda_gpu():
+def test_the_kernels_lower_to_triton_for_a_cuda_gpu(printed):
     """Without a GPU, the Pallas-to-Triton lowering still runs: every operation the kernels
     use (the hash's uint32 arithmetic, scalar loads, transposed dots) has a Triton form."""
-    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    result = subprocess.run([sys.executable, "-c", SCRIPT_LOWERING], env=env,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    calls = [line for line in result.stdout.splitlines() if "xla.gpu.triton" in line]
+    calls = [line for line in printed["lowering"].splitlines() if "xla.gpu.triton" in line]
     assert len(calls) == 2  # the forward kernel, then the backward one
     assert "kbert_flash_attention_forward" in calls[0]
     assert "kbert_flash_attention_backward" in calls[1]
@@ -158,13 +171,9 @@ SCRIPT_TILES = textwrap.dedent("""
 """)
 
 
-def test_tile_sizes_are_read_when_a_step_is_traced():
+def test_tile_sizes_are_read_when_a_step_is_traced(printed):
     """`benchmarks.gpu_attention --tiles` sets the two constants between models: each new
     step's trace must take them (grid: batch, heads, query tiles; backward: key tiles)."""
-    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    result = subprocess.run([sys.executable, "-c", SCRIPT_TILES], env=env,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    grids = json.loads(result.stdout.strip().splitlines()[-1])
+    grids = json.loads(printed["tiles"].strip().splitlines()[-1])
     assert grids == {"(16, 32, 16)": ["1, 2, 4", "1, 2, 4"],
                      "(64, 64, 32)": ["1, 2, 1", "1, 2, 2"]}
