@@ -75,7 +75,7 @@ def _tfrecord_data(config, tokenizer, masker):
 def _text_data(config, tokenizer, masker):
     from kbert.data.pretraining import pairs
     from kbert.data.pretraining.documents import corpus_documents, tokenize_documents
-    from kbert.data.pretraining.pipeline import pretraining_dataset
+    from kbert.data.pretraining.pipeline import SHUFFLE_BUFFER, pretraining_dataset
 
     documents = list(tokenize_documents(
         corpus_documents(config.corpus, config.corpus_format), tokenizer))
@@ -89,9 +89,15 @@ def _text_data(config, tokenizer, masker):
     counts = np.bincount(np.concatenate([s for d in train_docs for s in d]),
                          minlength=tokenizer.vocabulary_size())
 
+    # A shuffle buffer beyond one pass over the corpus would only mix passes, and the first
+    # step waits for it to fill: for a corpus of a few hundred pairs, 10,000 is dozens of
+    # passes made in Python (8 s before step 1 of a small run).
+    buffer = max(1, min(SHUFFLE_BUFFER, train_examples))
+
     def train(data_seed):
         return pretraining_dataset(train_docs, tokenizer, masker, length, config.batch_size,
-                                   seed=data_seed, short_seq_prob=short, nsp=nsp)
+                                   seed=data_seed, shuffle_buffer=buffer, short_seq_prob=short,
+                                   nsp=nsp)
 
     heldout = pretraining_dataset(heldout_docs, tokenizer, masker, length, config.batch_size,
                                   seed=config.seed + 1, repeat=False, shuffle_buffer=0,

@@ -17,6 +17,8 @@ from kbert.data.pretraining import pairs
 from kbert.data.pretraining.masking import dynamic_masking_dataset
 from kbert.text.datasets import prefetched
 
+SHUFFLE_BUFFER = 10_000  # pairs; `pretrain` uses one pass of a smaller corpus instead
+
 
 def feature_signature(sequence_length):
     spec = tf.TensorSpec([sequence_length], tf.int32)
@@ -45,7 +47,7 @@ def pair_dataset(documents, sequence_length, cls_id, sep_id, pad_id=0, seed=0, r
 
 
 def pretraining_dataset(documents, tokenizer, masker, sequence_length=128, batch_size=32,
-                        seed=0, repeat=True, shuffle_buffer=10_000, short_seq_prob=0.1,
+                        seed=0, repeat=True, shuffle_buffer=SHUFFLE_BUFFER, short_seq_prob=0.1,
                         nsp=True, balance_nsp=True):
     """Batches `(inputs, targets, sample_weights)` ready for `BertPretrainer.fit`.
 
