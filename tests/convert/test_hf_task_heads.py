@@ -282,6 +282,7 @@ def test_a_pickled_fine_tuned_checkpoint_is_read_only_when_allowed(minilm_dir, t
         commands["predict"] + ["--allow-pickle"],
         KBERT + ["predict", tmp_path / "new", "--text", TEXTS[0]])
     assert json.loads(pickled) == json.loads(safe)
+
     def allowed(command):
         return [str(c) for c in command[len(KBERT):]] + ["--allow-pickle"]
 
