@@ -59,3 +59,28 @@ def minilm_dir():
     from kbert.data.sources import fetch
 
     return fetch("minilm")
+
+
+# Modules whose tests share a module fixture that costs seconds (a JAX script, an export, a
+# fine-tune): each runs on one worker, which builds the fixture once.
+SHARED_FIXTURE_MODULES = frozenset(f"tests/{name}.py" for name in (
+    "test_jax_distribution", "test_gpu_benchmark", "layers/test_attention_kernel",
+    "layers/test_flash_attention", "export/test_hub_models", "export/test_export",
+    "export/test_token_signature", "tasks/test_finetune", "tasks/test_init_from_run"))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N` with xdist's default `--dist load`: tests spread one by one as there, except that
+    a module of `SHARED_FIXTURE_MODULES` goes to a worker whole. Under `load` both workers ran
+    test_jax_distribution's 35 s script. (`--dist loadgroup` with `xdist_group` marks would do
+    this, but it ignores the marks on pytest 9.2: pytest-dev/pytest-xdist#1386.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            module = nodeid.split("::", 1)[0]
+            return module if module in SHARED_FIXTURE_MODULES else nodeid
+
+    return SharedFixtureScheduling(config, log)
