@@ -69,6 +69,7 @@ SHARED_FIXTURE_MODULES = frozenset(f"tests/{name}.py" for name in (
     "export/test_token_signature", "tasks/test_finetune", "tasks/test_init_from_run"))
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: plain pytest runs without it
 def pytest_xdist_make_scheduler(config, log):
     """`-n N` with xdist's default `--dist load`: tests spread one by one as there, except that
     a module of `SHARED_FIXTURE_MODULES` goes to a worker whole. Under `load` both workers ran
