@@ -12,10 +12,10 @@ Everything else is `keras.layers.Dropout`: an element is kept with probability 1
 scaled by 1 / (1 - rate); at inference the layer is the identity.
 """
 
-import functools
-
 import keras
 from keras import ops
+
+from kbert import tensorflow_backend
 
 # Backends with wrapping uint32 arithmetic and shifts; others use Keras' own generator.
 _HASH_BACKENDS = ("tensorflow", "jax")
@@ -63,30 +63,6 @@ def dropped(x, seed, threshold, scale):
     return ops.where(keep, ops.multiply(x, scale), ops.zeros_like(x))
 
 
-@functools.cache
-def _compiled_on_tensorflow():
-    """`dropped` compiled by XLA into one pass over the tensor, with a gradient that is the
-    same function of the incoming gradient: the mask depends only on the seed and the shape,
-    so the backward pass recomputes it rather than keeping it.
-
-    Where TensorFlow runs a step without XLA (kbert's default for batches of varying length),
-    `dropped` is otherwise ~23 kernels, each a pass over the tensor: on CoNLL batches (MiniLM,
-    batch 32) a `fit` step took ~690 ms with them, ~630 compiled and ~605 without dropout.
-    Inside an XLA step the function is inlined and fuses as before."""
-    import tensorflow as tf
-
-    compiled = tf.function(dropped, jit_compile=True)
-
-    @tf.custom_gradient
-    def dropout(x, seed, threshold, scale):
-        def gradient(upstream):
-            return compiled(upstream, seed, threshold, scale), None, None, None
-
-        return compiled(x, seed, threshold, scale), gradient
-
-    return dropout
-
-
 @keras.saving.register_keras_serializable(package="kbert")
 class Dropout(keras.layers.Layer):
     """Inverted dropout with hash-based masks (see the module docstring).
@@ -114,7 +90,9 @@ class Dropout(keras.layers.Layer):
         # Kept when the bits are at or above rate·2³²: probability 1 - rate to within 2⁻³².
         threshold = ops.cast(int(round(self.rate * 2**32)), "uint32")
         scale = ops.cast(1.0 / (1.0 - self.rate), inputs.dtype)
-        drop = _compiled_on_tensorflow() if backend == "tensorflow" else dropped
+        # Compiled on TensorFlow, where a step may run without XLA (see `compiled_linear`).
+        drop = (tensorflow_backend.compiled_linear(dropped) if backend == "tensorflow"
+                else dropped)
         return drop(inputs, self.seed_generator.next(), threshold, scale)
 
     def compute_output_shape(self, input_shape):

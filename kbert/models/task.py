@@ -3,6 +3,7 @@ raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`.""
 
 import keras
 
+from kbert import tensorflow_backend
 from kbert.models import xla
 from kbert.models.backbone import INPUT_KEYS, check_model_kwargs
 
@@ -168,15 +169,12 @@ class BertTask(keras.Model):
 
     def _build_optimizer(self):
         """Creates the optimizer's moments before the first step. Keras' TensorFlow trainer,
-        outside a `tf.distribute` scope, leaves them to the traced step, and a step that
+        outside a distribution strategy's scope, leaves them to the traced step, and a step that
         creates variables is traced twice: a tiny model's `fit` took 5 s longer to start."""
         if (self.built and self.optimizer is not None and not self.optimizer.built
-                and keras.backend.backend() == "tensorflow"):
-            import tensorflow as tf
-
-            if (not tf.distribute.has_strategy()
-                    and self.distribute_strategy is tf.distribute.get_strategy()):
-                self.optimizer.build(self.trainable_variables)
+                and keras.backend.backend() == "tensorflow"
+                and tensorflow_backend.outside_distribution(self)):
+            self.optimizer.build(self.trainable_variables)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         if self._raw(x):

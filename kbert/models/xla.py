@@ -25,7 +25,7 @@ gives the fast path on every backend and device, and users need not know the fla
   took 33.8 s of CPU under XLA and 23.7 s without.
 - TensorFlow, bf16 / fp16 compute on a CPU: off. oneDNN runs bf16 matmuls without XLA; XLA on a
   CPU runs them no faster than float32 (README, "Measured").
-- TensorFlow under a multi-replica `tf.distribute` strategy: off; Keras 3's compiled train
+- TensorFlow under a distribution strategy of several replicas: off; Keras 3's compiled train
   step fails there (keras-team/keras#19005).
 - Other backends: off.
 
@@ -33,6 +33,8 @@ gives the fast path on every backend and device, and users need not know the fla
 """
 
 import keras
+
+from kbert import tensorflow_backend
 
 XLA_PAD_MULTIPLE = 16
 """Batches that XLA runs are padded to a multiple of this many tokens (at most their length)."""
@@ -52,12 +54,10 @@ def default_jit_compile(jit_compile=None, dtype_policy=None):
         return True
     if backend != "tensorflow":
         return False
-    import tensorflow as tf
-
-    if tf.distribute.get_strategy().num_replicas_in_sync > 1:
+    if tensorflow_backend.replicas_in_sync() > 1:
         return False
     policy = keras.dtype_policies.get(dtype_policy or "float32")
-    return policy.compute_dtype == "float32" or bool(tf.config.list_logical_devices("GPU"))
+    return policy.compute_dtype == "float32" or tensorflow_backend.has_gpu()
 
 
 def by_shape(jit_compile, dtype_policy=None):
@@ -68,7 +68,7 @@ def by_shape(jit_compile, dtype_policy=None):
 
 
 def has_fixed_length(x):
-    """Whether the batches of `x` (arrays, a dict of them, or a tf.data dataset) all have one
+    """Whether the batches of `x` (arrays, a dict of them, or a TensorFlow dataset) all have one
     sequence length: arrays do; a dataset does when its spec says so."""
     spec = getattr(x, "element_spec", None)
     if spec is None:
