@@ -71,8 +71,8 @@ SHARED_FIXTURE_MODULES = frozenset(f"tests/{name}.py" for name in (
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: plain pytest runs without it
 def pytest_xdist_make_scheduler(config, log):
-    """`-n N` with xdist's default `--dist load`: tests spread one by one as there, except that
-    a module of `SHARED_FIXTURE_MODULES` goes to a worker whole. Under `load` both workers ran
+    """`-n N` with xdist's default `--dist load`: each test is a unit of work of its own,
+    except that a module of `SHARED_FIXTURE_MODULES` goes to a worker whole. Under `load` both workers ran
     test_jax_distribution's 35 s script. (`--dist loadgroup` with `xdist_group` marks would do
     this, but it ignores the marks on pytest 9.2: pytest-dev/pytest-xdist#1386.)"""
     if config.getvalue("dist") != "load":

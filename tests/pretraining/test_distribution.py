@@ -87,7 +87,7 @@ MIRRORED = textwrap.dedent("""
     documents = list(tokenize_documents(read_documents(sys.argv[1]), tokenizer))
     masker = MaskedLM.from_tokenizer(tokenizer, max_predictions=4)
     rows = pretraining_dataset(documents, tokenizer, masker, 32, 64, seed=0,
-                               shuffle_buffer=0).unbatch()  # the first rows do
+                               shuffle_buffer=0).unbatch()  # unshuffled: any rows do
     # Rows with exactly 4 predictions: each replica's MLM mean then equals the global mean.
     rows = rows.filter(lambda x, y, w: tf.reduce_sum(w["mlm"]) == 4).take(24).batch(24)
     data = next(iter(rows))
