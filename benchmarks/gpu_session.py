@@ -5,7 +5,9 @@ one command: this runs the owed measurements one after another, each in a proces
 its own, and stops starting new ones when the deadline is near, so that one call brings back
 whatever fitted. `OUT_DIR/session.json` records each step's command, exit code, seconds and
 status (done, failed, timed out, not started), so a second call can run what is left
-(`--steps`). Results keep the names the README cites under `benchmarks/results/gpu/`.
+(`--steps`); `OUT_DIR/session.log` holds every step's output. Seven files in all, within the
+eight a device call returns. Results keep the names the README cites under
+`benchmarks/results/gpu/`.
 
 On the GPU machine, after the README's "On a GPU" recipe (Keras from wheels, PYTHONPATH):
     python3 -m benchmarks.gpu_session --out-dir "$OUT" --seconds 540
@@ -63,7 +65,10 @@ def run(steps, out_dir, seconds, extra=(), min_start=MIN_START_SECONDS):
         if left < min_start:
             record["status"] = "not started"
         else:
-            record.update(_run_one(command, left, os.path.join(out_dir, f"{step.name}.log")))
+            with open(os.path.join(out_dir, "session.log"), "a") as log:
+                log.write(f"==> {step.name}: {' '.join(command)}\n")
+                log.flush()
+                record.update(_run_one(command, left, log))
             print(f"{step.name}: {record['status']} in {record['seconds']:.0f} s", flush=True)
         records.append(record)
         with open(os.path.join(out_dir, "session.json"), "w") as f:
@@ -71,20 +76,20 @@ def run(steps, out_dir, seconds, extra=(), min_start=MIN_START_SECONDS):
     return records
 
 
-def _run_one(command, timeout, log_path):
-    """One step in a process group of its own: on timeout the whole group goes (the harness's
-    workers too, which would otherwise keep the GPU)."""
+def _run_one(command, timeout, log):
+    """One step in a process group of its own, its output to the file `log`: on timeout the
+    whole group goes (the harness's workers too, which would otherwise keep the GPU). A group,
+    not a session: the device machine ends a command's leftover processes unless they started
+    a session of their own."""
     start = time.monotonic()
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True,
-                                   cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        try:
-            code = process.wait(timeout=timeout)
-            status = "done" if code == 0 else "failed"
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            code, status = process.wait(), "timed out"
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, process_group=0,
+                               cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        code = process.wait(timeout=timeout)
+        status = "done" if code == 0 else "failed"
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        code, status = process.wait(), "timed out"
     return {"returncode": code, "status": status, "seconds": time.monotonic() - start}
 
 

@@ -61,12 +61,15 @@ def test_the_deadline_stops_the_session_and_kills_a_step_with_its_children(fake_
     assert records[0]["command"][-3:] == ["--out", str(out / "ok.json"), "--smoke"]
     assert (out / "ok.json").exists() and not (out / "after.json").exists()
     assert 3 < records[2]["seconds"] < 10
-    child = int((out / "slow.log").read_text().split()[1])
+    log = (out / "session.log").read_text()
+    assert log.count("==> ") == 3 and "==> after" not in log
+    child = int(log.split("child ")[1].split()[0])
     deadline = time.monotonic() + 5  # SIGKILL lands when the child is next scheduled
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(child)  # the step's own child went with it
     assert json.loads((out / "session.json").read_text())["steps"] == records
+    assert sorted(p.name for p in out.iterdir()) == ["ok.json", "session.json", "session.log"]
 
 
 def test_dry_run_prints_each_command(capsys):
