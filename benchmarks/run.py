@@ -74,11 +74,11 @@ def entries(backend, names):
 class Worker:
     """A `benchmarks.worker` process and its request/answer pipe."""
 
-    def __init__(self, framework, options=(), log=None):
+    def __init__(self, framework, options=(), log=None, env=None):
         command = [sys.executable, "-m", "benchmarks.worker", framework, *options]
         self.framework = framework
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=log or subprocess.DEVNULL, text=True,
+                                        stderr=log or subprocess.DEVNULL, text=True, env=env,
                                         cwd=os.path.dirname(os.path.dirname(__file__)))
 
     def ask(self, **request):

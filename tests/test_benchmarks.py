@@ -140,3 +140,19 @@ def test_xla_break_even_is_the_extra_first_call_over_the_saving_per_step(monkeyp
     assert train["step_s"] == {"xla": pytest.approx(0.072), "no_xla": pytest.approx(0.079)}
     assert train["break_even_steps"] == pytest.approx(6.0 / 0.007)
     assert xla_break_even.break_even("infer", "tiny", 16, 128, 2, 1)["break_even_steps"] is None
+
+
+def test_xla_flag_sets_each_run_in_a_process_of_their_own(tmp_path):
+    """`benchmarks.xla_flags` at tiny size: a flag set reaches its own worker only (XLA aborts
+    on a flag it does not know, and that set alone is reported, the other measured)."""
+    from benchmarks import xla_flags
+
+    report = xla_flags.main(["--sets", "default=", "unknown=--xla_cpu_no_such_flag=1",
+                             "--cases", "infer", "--preset", "tiny", "--batch", "2", "--seq",
+                             "32", "--rounds", "2", "--seconds", "0.1",
+                             "--out", str(tmp_path / "flags.json")])
+    infer = report["results"]["infer"]
+    assert len(infer["default"]["rounds"]) == 2 and infer["default"]["sequences_per_s"] > 0
+    assert "worker died with exit code 1" in infer["unknown"]["error"]
+    assert json.loads((tmp_path / "flags.json").read_text())["sets"] == {
+        "default": "", "unknown": "--xla_cpu_no_such_flag=1"}
