@@ -11,7 +11,7 @@ eight a device call returns. Results keep the names the README cites under
 
 On the GPU machine, after the README's "On a GPU" recipe (Keras from wheels, PYTHONPATH):
     python3 -m benchmarks.gpu_session --out-dir "$OUT" --seconds 540
-    python3 -m benchmarks.gpu_session --out-dir "$OUT" --steps flash-training batch64
+    python3 -m benchmarks.gpu_session --out-dir "$OUT" --steps flash-training base-seq128-batch64
     python3 -m benchmarks.gpu_session --dry-run       # the commands, nothing run
 """
 
