@@ -77,3 +77,11 @@ def test_dry_run_prints_each_command(capsys):
     line, = capsys.readouterr().out.splitlines()
     assert line == ("python3 -m benchmarks.gpu --attention flash --contestants kbert "
                     "--out /x/flash-training.json")
+
+
+def test_the_docstring_examples_parse():
+    examples = [line.split("#")[0].split()[3:] for line in gpu_session.__doc__.splitlines()
+                if line.strip().startswith("python3 -m benchmarks.gpu_session")]
+    assert len(examples) == 3
+    for argv in examples:
+        gpu_session.parse(argv)  # argparse exits on an unknown flag or step
