@@ -107,6 +107,25 @@ class WorkerDied(RuntimeError):
     pass
 
 
+def alternating_rounds(labels, measure, rounds):
+    """({label: [sequences/s, one a round]}, {label: error}): `measure(label)` (a worker's
+    answer) for every label in turn, round after round, the first label rotating so that slow
+    drifts of a shared machine hit each alike. A label whose answer is an error is not asked
+    again."""
+    per_round, errors = {label: [] for label in labels}, {}
+    for r in range(rounds):
+        for label in labels[r % len(labels):] + labels[:r % len(labels)]:
+            if label in errors:
+                continue
+            answer = measure(label)
+            if "error" in answer:
+                errors[label] = answer["error"]
+                continue
+            per_round[label].append(answer["sequences"] / statistics.median(answer["times"]))
+            time.sleep(0.5)  # lets the last worker's spinning threads go to sleep
+    return per_round, errors
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -129,27 +148,21 @@ class Bench:
         """Alternating rounds of one measurement over the contestants; appends the results."""
         chosen = [e for e in self.entries if (which is None or e[0] in which)
                   and not (case == "finetune" and e[1] == "hugging_face")]
-        rounds = rounds or self.args.rounds
-        per_round = {label: [] for label, _, _ in chosen}
-        failed = set()
-        for r in range(rounds):
-            order = chosen[r % len(chosen):] + chosen[:r % len(chosen)]
-            for label, framework, xla in order:
-                if label in failed:
-                    continue
-                try:
-                    answer = self.worker(framework).ask(
-                        op="measure", case=case, preset=preset, batch=batch, seq=seq, xla=xla,
-                        seconds=seconds or self.args.seconds)
-                except WorkerDied as died:  # the others go on; a later request starts afresh
-                    self.workers.pop(framework).close()
-                    answer = {"error": str(died)}
-                if "error" in answer:
-                    failed.add(label)
-                    print(f"  {label}: {answer['error']}", flush=True)
-                    continue
-                per_round[label].append(answer["sequences"] / statistics.median(answer["times"]))
-                time.sleep(0.5)  # lets the previous worker's spinning threads go to sleep
+        modes = {label: (framework, xla) for label, framework, xla in chosen}
+
+        def measure(label):
+            framework, xla = modes[label]
+            try:
+                return self.worker(framework).ask(
+                    op="measure", case=case, preset=preset, batch=batch, seq=seq, xla=xla,
+                    seconds=seconds or self.args.seconds)
+            except WorkerDied as died:  # the others go on; a later request starts afresh
+                self.workers.pop(framework).close()
+                return {"error": str(died)}
+
+        per_round, errors = alternating_rounds(list(modes), measure, rounds or self.args.rounds)
+        for label, error in errors.items():
+            print(f"  {label}: {error}", flush=True)
         for worker in self.workers.values():
             worker.ask(op="drop")
         from kbert.config import BertConfig  # not at the top: `--gpu` runs without TensorFlow

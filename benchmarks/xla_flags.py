@@ -15,9 +15,8 @@ import argparse
 import json
 import os
 import statistics
-import time
 
-from benchmarks.run import Worker, WorkerDied, cpu
+from benchmarks.run import Worker, WorkerDied, alternating_rounds, cpu
 
 SETS = {
     "default": "",
@@ -37,20 +36,14 @@ def compare(sets, cases, preset, batch, seq, rounds, seconds):
     results = {}
     try:
         for case in cases:
-            per_set, errors = {name: [] for name in sets}, {}
-            for r in range(rounds):
-                names = list(sets)[r % len(sets):] + list(sets)[:r % len(sets)]
-                for name in (n for n in names if n not in errors):
-                    try:
-                        answer = workers[name].ask(op="measure", case=case, preset=preset,
-                                                   batch=batch, seq=seq, seconds=seconds)
-                    except WorkerDied as died:
-                        answer = {"error": str(died)}
-                    if "error" in answer:
-                        errors[name] = answer["error"]
-                        continue
-                    per_set[name].append(answer["sequences"] / statistics.median(answer["times"]))
-                    time.sleep(0.5)  # lets the last worker's spinning threads go to sleep
+            def measure(name):
+                try:
+                    return workers[name].ask(op="measure", case=case, preset=preset,
+                                             batch=batch, seq=seq, seconds=seconds)
+                except WorkerDied as died:
+                    return {"error": str(died)}
+
+            per_set, errors = alternating_rounds(list(sets), measure, rounds)
             results[case] = {name: ({"error": errors[name]} if name in errors else
                                     {"sequences_per_s": statistics.median(v), "rounds": v})
                              for name, v in per_set.items()}

@@ -156,3 +156,21 @@ def test_xla_flag_sets_each_run_in_a_process_of_their_own(tmp_path):
     assert "worker died with exit code 1" in infer["unknown"]["error"]
     assert json.loads((tmp_path / "flags.json").read_text())["sets"] == {
         "default": "", "unknown": "--xla_cpu_no_such_flag=1"}
+
+
+def test_alternating_rounds_rotate_the_first_and_drop_a_failed_contestant(monkeypatch):
+    from benchmarks import run
+
+    monkeypatch.setattr(run.time, "sleep", lambda seconds: None)
+    asked = []
+
+    def measure(label):
+        asked.append(label)
+        if label == "b" and asked.count("b") == 2:
+            return {"error": "died"}
+        return {"sequences": 8, "times": [4.0, 1.0, 2.0]}  # median 2 s → 4 sequences/s
+
+    per_round, errors = run.alternating_rounds(["a", "b", "c"], measure, rounds=3)
+    assert asked == ["a", "b", "c", "b", "c", "a", "c", "a"]
+    assert per_round == {"a": [4.0] * 3, "b": [4.0], "c": [4.0] * 3}
+    assert errors == {"b": "died"}
