@@ -9,7 +9,7 @@ from kbert.tasks.spec import EVAL_SEED, TaskSpec, subset
 
 def get_spec(name, data_dir=None, **options) -> TaskSpec:
     """The spec for task `name` (or a `kbert.data.tasks.Task`, or a spec, passed through)."""
-    from kbert.data.tasks import Task, load_task
+    from kbert.data.tasks import TASKS, Task, load_task
     from kbert.tasks.sentence import SentenceTask
 
     if isinstance(name, TaskSpec):
@@ -20,6 +20,9 @@ def get_spec(name, data_dir=None, **options) -> TaskSpec:
     if lazy is not None:
         _check_options(lazy, name, options)
         return lazy(data_dir=data_dir, **options)
+    if name not in TASKS and not str(name).startswith("glue:"):
+        raise ValueError(f"Unknown task {name!r}; known: "
+                         f"{', '.join([*TASKS, *_lazy_specs()])}, glue:<TASK>.")
     if options:
         raise ValueError(f"Task {name!r} takes no options; got {sorted(options)}.")
     return SentenceTask(load_task(name, data_dir), cli_name=name, data_dir=data_dir)

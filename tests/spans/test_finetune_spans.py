@@ -112,8 +112,10 @@ def test_finetune_conll_writes_entity_scores_and_tags_raw_text(tmp_path, mode="f
 
 
 def test_unknown_task_is_rejected(tmp_path):
-    with pytest.raises(ValueError, match="Unknown task 'swag'"):
+    with pytest.raises(ValueError, match="Unknown task 'swag'") as refused:
         finetune("swag", output_dir=tmp_path)
+    known = str(refused.value).split("known: ")[1]
+    assert {"sentiment", "qnli", "mmlu", "squad", "squad2", "conll"} <= set(known.split(", "))
     with pytest.raises(ValueError, match="version"):
         from kbert.tasks.squad import SquadTask
 
