@@ -303,3 +303,33 @@ def test_a_failed_finetune_leaves_no_directory_it_created(tmp_path, monkeypatch)
         finetune_module.finetune(config=finetune_module.FinetuneConfig(
             init="tiny", steps=1, output_dir=str(output)), task="sentiment")
     assert (output / "notes").is_dir() and (output / "logs").is_dir()
+
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)]
+
+
+@pytest.mark.parametrize("task, preprocessor, options", [
+    ("BertClassifier", "BertPreprocessor", {}),
+    ("BertMultipleChoice", "BertPreprocessor", {}),
+    ("BertSpanLabeler", "BertSpanPreprocessor", {}),
+    ("BertTokenClassifier", "BertTokenPreprocessor", {"num_classes": 3}),
+    ("BertFeatureClassifier", "BertPreprocessor", {"layers": (-1,)}),
+    ("BertPretrainer", "BertMaskedLMPreprocessor", {}),
+])
+def test_a_task_refuses_a_preprocessor_its_backbone_cannot_embed(task, preprocessor, options):
+    import kbert
+
+    backbone = kbert.BertBackbone(BertConfig(**SMALL))  # 16 positions, 50 tokens
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    task, preprocessor = getattr(kbert, task), getattr(kbert, preprocessor)
+    fits = {"sequence_length": 16} if preprocessor is not kbert.BertSpanPreprocessor else {
+        "sequence_length": 16, "max_query_length": 4, "doc_stride": 4}
+    task(backbone, preprocessor=preprocessor(tokenizer, **fits), **options)
+    longer = {**fits, "sequence_length": 17}
+    with pytest.raises(ValueError, match="preprocessor's sequence_length 17 is longer than the "
+                                         "model's 16 positions"):
+        task(backbone, preprocessor=preprocessor(tokenizer, **longer), **options)
+    wider = kbert.BertTokenizer(vocabulary=VOCAB + ["extra"], lowercase=True)
+    with pytest.raises(ValueError, match="vocabulary has 51 tokens, more than the model's "
+                                         r"vocab_size \(50\)"):
+        task(backbone, preprocessor=preprocessor(wider, **fits), **options)

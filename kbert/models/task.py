@@ -5,7 +5,7 @@ import keras
 
 from kbert import tensorflow_backend
 from kbert.models import xla
-from kbert.models.backbone import INPUT_KEYS, check_model_kwargs
+from kbert.models.backbone import INPUT_KEYS, BertBackbone, check_model_kwargs
 
 
 def _is_packed(x):
@@ -29,6 +29,30 @@ def classification_defaults(loss=None, metrics=None):
     return loss, metrics
 
 
+def check_preprocessor_fits(preprocessor, config):
+    """Raises ValueError unless every row `preprocessor` packs fits a backbone of `config`: no
+    longer than its positions and no id beyond its vocabulary. (Outside those, the embedding
+    lookup fails without XLA and, under XLA, reads a clamped row: an answer, but garbage.)"""
+    length = getattr(preprocessor, "sequence_length", None)
+    if length is not None:
+        config.check_sequence_length(length, name="The preprocessor's sequence_length")
+    size = preprocessor.tokenizer.vocabulary_size()
+    if size > config.vocab_size:
+        raise ValueError(f"The preprocessor's vocabulary has {size} tokens, more than the "
+                         f"model's vocab_size ({config.vocab_size}): its ids would index past "
+                         "the token embeddings.")
+
+
+def _backbone_in(model):
+    """The `BertBackbone` that `model`'s graph runs (directly, or inside a feature extractor)."""
+    for layer in model.layers:
+        if isinstance(layer, BertBackbone):
+            return layer
+        if isinstance(getattr(layer, "backbone", None), BertBackbone):
+            return layer.backbone
+    raise ValueError(f"{type(model).__name__} runs no BertBackbone.")
+
+
 class BertTask(keras.Model):
     """Base of the task models: backbone + head, and optionally the preprocessor that turns raw
     text into the backbone's inputs.
@@ -47,6 +71,8 @@ class BertTask(keras.Model):
     def __init__(self, inputs, outputs, preprocessor=None, **kwargs):
         check_model_kwargs(type(self), kwargs)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        if preprocessor is not None:
+            check_preprocessor_fits(preprocessor, _backbone_in(self).config)
         self.preprocessor = preprocessor
 
     def task_config(self) -> dict:
