@@ -322,14 +322,25 @@ def test_a_task_refuses_a_preprocessor_its_backbone_cannot_embed(task, preproces
     backbone = kbert.BertBackbone(BertConfig(**SMALL))  # 16 positions, 50 tokens
     tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
     task, preprocessor = getattr(kbert, task), getattr(kbert, preprocessor)
-    fits = {"sequence_length": 16} if preprocessor is not kbert.BertSpanPreprocessor else {
-        "sequence_length": 16, "max_query_length": 4, "doc_stride": 4}
+    fits = {"sequence_length": 16}
     task(backbone, preprocessor=preprocessor(tokenizer, **fits), **options)
     longer = {**fits, "sequence_length": 17}
-    with pytest.raises(ValueError, match="preprocessor's sequence_length 17 is longer than the "
-                                         "model's 16 positions"):
+    with pytest.raises(ValueError, match="preprocessor's sequence_length=17 exceeds the model's "
+                                         "16 positions"):
         task(backbone, preprocessor=preprocessor(tokenizer, **longer), **options)
     wider = kbert.BertTokenizer(vocabulary=VOCAB + ["extra"], lowercase=True)
-    with pytest.raises(ValueError, match="vocabulary has 51 tokens, more than the model's "
-                                         r"vocab_size \(50\)"):
+    with pytest.raises(ValueError, match="vocabulary has 51 tokens but the model's embedding "
+                                         r"only 50 \(vocab_size\)"):
         task(backbone, preprocessor=preprocessor(wider, **fits), **options)
+
+
+def test_a_span_model_smaller_than_squads_windows_gets_windows_that_fit():
+    import kbert
+    from kbert.tasks.pretrained import preprocessor_for
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    pre = preprocessor_for(kbert.BertSpanLabeler, tokenizer, max_positions=16)
+    assert (pre.sequence_length, pre.max_query_length, pre.doc_stride) == (16, 6, 128)
+    windows = pre(["w1 w2"], [" ".join(f"w{i % 40}" for i in range(50))])
+    assert windows["token_ids"].shape == (5, 16)  # 11 of the 50 tokens a window (16 - 2 - 3)
+    kbert.BertSpanLabeler(kbert.BertBackbone(BertConfig(**SMALL)), preprocessor=pre)

@@ -68,7 +68,8 @@ Outputs, by task:
 
 import tensorflow as tf
 
-from kbert.export.input_checks import check_preprocessor, check_token_inputs, model_limits
+from kbert.export.input_checks import check_token_inputs
+from kbert.models.input_limits import check_preprocessor, model_limits
 from kbert.export.serving_tasks import label_names_for, num_choices, num_classes, task_for
 from kbert.models.backbone import INPUT_KEYS
 from kbert.text.trim import trim_to_longest

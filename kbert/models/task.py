@@ -6,6 +6,7 @@ import keras
 from kbert import tensorflow_backend
 from kbert.models import xla
 from kbert.models.backbone import INPUT_KEYS, BertBackbone, check_model_kwargs
+from kbert.models.input_limits import check_preprocessor, model_limits
 
 
 def _is_packed(x):
@@ -27,20 +28,6 @@ def classification_defaults(loss=None, metrics=None):
     if metrics is None:
         metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
     return loss, metrics
-
-
-def check_preprocessor_fits(preprocessor, config):
-    """Raises ValueError unless every row `preprocessor` packs fits a backbone of `config`: no
-    longer than its positions and no id beyond its vocabulary. (Outside those, the embedding
-    lookup fails without XLA and, under XLA, reads a clamped row: an answer, but garbage.)"""
-    length = getattr(preprocessor, "sequence_length", None)
-    if length is not None:
-        config.check_sequence_length(length, name="The preprocessor's sequence_length")
-    size = preprocessor.tokenizer.vocabulary_size()
-    if size > config.vocab_size:
-        raise ValueError(f"The preprocessor's vocabulary has {size} tokens, more than the "
-                         f"model's vocab_size ({config.vocab_size}): its ids would index past "
-                         "the token embeddings.")
 
 
 def _backbone_in(model):
@@ -72,7 +59,7 @@ class BertTask(keras.Model):
         check_model_kwargs(type(self), kwargs)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         if preprocessor is not None:
-            check_preprocessor_fits(preprocessor, _backbone_in(self).config)
+            check_preprocessor(model_limits(_backbone_in(self)), preprocessor)
         self.preprocessor = preprocessor
 
     def task_config(self) -> dict:

@@ -6,13 +6,12 @@ from kbert.config import pop_rates
 from kbert.runs import RunDirectory
 
 # The preprocessor each task class packs its raw inputs with, its default length, and whether
-# that default is cut to a smaller model's positions (not SQuAD's: its windows need room for a
-# 64-token question, so a span model that small is given a length by its user).
+# that default is cut to a smaller model's positions (a longer row would embed no position).
 _PREPROCESSORS = {
     "BertClassifier": ("kbert.text.preprocessor", "BertPreprocessor", 128, True),
     "BertMultipleChoice": ("kbert.text.preprocessor", "BertPreprocessor", 128, True),
     "BertFeatureClassifier": ("kbert.text.preprocessor", "BertPreprocessor", 128, True),
-    "BertSpanLabeler": ("kbert.text.span_preprocessor", "BertSpanPreprocessor", 384, False),
+    "BertSpanLabeler": ("kbert.text.span_preprocessor", "BertSpanPreprocessor", 384, True),
     "BertTokenClassifier": ("kbert.text.token_preprocessor", "BertTokenPreprocessor", 128, True),
     "BertPretrainer": ("kbert.text.masked_lm_preprocessor", "BertMaskedLMPreprocessor", 128,
                        True),

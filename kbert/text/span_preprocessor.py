@@ -118,13 +118,16 @@ class BertSpanPreprocessor(PreprocessorBase):
 
     Args:
       tokenizer: a `BertTokenizer`.
-      sequence_length, doc_stride, max_query_length: as in `squad_features`.
+      sequence_length, doc_stride, max_query_length: as in `squad_features`; without a
+        `max_query_length`, run_squad.py's 64, or half a window too short for that.
       max_context_length: the sub-tokens of a context that are windowed (the rest is cut).
     """
 
-    def __init__(self, tokenizer, sequence_length=384, doc_stride=128, max_query_length=64,
+    def __init__(self, tokenizer, sequence_length=384, doc_stride=128, max_query_length=None,
                  max_context_length=4096, **kwargs):
         super().__init__(tokenizer, **kwargs)
+        if max_query_length is None:
+            max_query_length = max(1, min(64, (int(sequence_length) - 3) // 2))
         check_lengths(int(sequence_length), int(max_query_length), int(doc_stride))
         if int(max_context_length) < 1:
             raise ValueError(f"max_context_length must be positive, got {max_context_length}.")
