@@ -344,3 +344,52 @@ def test_a_span_model_smaller_than_squads_windows_gets_windows_that_fit():
     windows = pre(["w1 w2"], [" ".join(f"w{i % 40}" for i in range(50))])
     assert windows["token_ids"].shape == (5, 16)  # 11 of the 50 tokens a window (16 - 2 - 3)
     kbert.BertSpanLabeler(kbert.BertBackbone(BertConfig(**SMALL)), preprocessor=pre)
+
+
+def packed(rows=2, length=8):
+    ones = np.ones((rows, length), "int32")
+    return {"token_ids": ones * 7, "segment_ids": ones * 0, "padding_mask": ones}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"token_ids": 50}, r"token_ids must be vocabulary ids, in \[0, 50\); got 50 at \(0, 0\)"),
+    ({"token_ids": -1}, r"token_ids must be vocabulary ids, in \[0, 50\); got -1"),
+    ({"segment_ids": 2}, r"segment_ids must be the model's segment types, in \[0, 2\); got 2"),
+    ({"padding_mask": 3}, r"padding_mask must be 0 or 1, in \[0, 2\); got 3"),
+    ({"token_ids": 7.5}, "token_ids must hold integers, got float64"),
+    ("long", "token_ids rows hold 17 tokens, more than the model's 16 positions"),
+    ("shape", r"padding_mask has shape \(2, 7\), token_ids \(2, 8\)"),
+])
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_packed_inputs_beyond_the_backbone_are_refused_by_name(change, message, jit_compile):
+    """Under XLA the embedding lookup clamps an id beyond its table and answers; kbert's
+    default picks XLA for inputs of one length, so the check must come before the model."""
+    import kbert
+
+    model = kbert.BertClassifier(kbert.BertBackbone(BertConfig(**SMALL)), num_classes=2)
+    model.compile(jit_compile=jit_compile)
+    x = packed()
+    if change == "long":
+        x = packed(length=17)
+    elif change == "shape":
+        x["padding_mask"] = x["padding_mask"][:, :7]
+    else:
+        (key, value), = change.items()
+        x[key] = x[key].astype(np.asarray(value).dtype)
+        x[key][0, 0] = value
+    for call in (lambda: model.predict(x, verbose=0), lambda: model.evaluate(x, [0, 1]),
+                 lambda: model.fit(x, [0, 1], verbose=0),
+                 lambda: model.fit(packed(), [0, 1], validation_data=(x, [0, 1]))):
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert model.predict(packed(), verbose=0).shape == (2, 2)
+
+
+def test_masked_positions_must_lie_in_the_row():
+    import kbert
+
+    model = kbert.BertPretrainer(kbert.BertBackbone(BertConfig(**SMALL)))
+    x = {**packed(), "masked_positions": np.array([[1, 8], [0, 2]], "int32")}
+    with pytest.raises(ValueError, match=r"masked_positions must be positions in the row, "
+                                         r"in \[0, 8\); got 8 at \(0, 1\)"):
+        model.predict(x, verbose=0)

@@ -1,11 +1,16 @@
-"""What a backbone can embed, and the check that a preprocessor packs nothing beyond it.
+"""What a backbone can embed, and the checks that its inputs hold nothing beyond it.
 
 Beyond its limits the embedding lookup fails without XLA and, under XLA (kbert's default for
 inputs of one length), reads a clamped row: an answer, but garbage. Task models check their
-preprocessor when built, exports theirs (`kbert.export.input_checks` checks requests too).
+preprocessor when built and packed arrays given to `fit` / `evaluate` / `predict`; exports
+check their preprocessor, and `kbert.export.input_checks` each request.
 """
 
 import dataclasses
+
+import numpy as np
+
+from kbert.models.backbone import INPUT_KEYS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,3 +51,41 @@ def check_preprocessor(limits, preprocessor):
     if limits.vocab_size is not None and size > limits.vocab_size:
         raise ValueError(f"The preprocessor's vocabulary has {size} tokens but the model's "
                          f"embedding only {limits.vocab_size} (vocab_size).")
+
+
+def check_packed_inputs(limits, features):
+    """Raises ValueError naming the input when a dict of packed arrays (`token_ids`,
+    `segment_ids`, `padding_mask`, and a pre-trainer's `masked_positions`) holds what the
+    backbone cannot embed: ids outside the vocabulary or segments outside its types, a mask not
+    0/1, rows longer than its positions, positions outside the row, non-integers, or inputs of
+    different shapes. Tensors inside a traced function cannot be read here and pass."""
+    try:
+        arrays = {k: np.asarray(v) for k, v in features.items()
+                  if k in (*INPUT_KEYS, "masked_positions")}
+    except NotImplementedError:  # a symbolic tensor
+        return
+    ids = arrays.get("token_ids")
+    if ids is None:
+        return
+    for key, array in arrays.items():
+        if not (np.issubdtype(array.dtype, np.integer) or array.dtype == bool):
+            raise ValueError(f"{key} must hold integers, got {array.dtype}.")
+        if key in INPUT_KEYS and array.shape != ids.shape:
+            raise ValueError(f"{key} has shape {array.shape}, token_ids {ids.shape}: the "
+                             "inputs must have one shape.")
+    if ids.size == 0:
+        return
+    if limits.max_positions is not None and ids.shape[-1] > limits.max_positions:
+        raise ValueError(f"token_ids rows hold {ids.shape[-1]} tokens, more than the model's "
+                         f"{limits.max_positions} positions (max_position_embeddings).")
+    ranges = {"token_ids": (limits.vocab_size, "vocabulary ids"),
+              "segment_ids": (limits.type_vocab_size, "the model's segment types"),
+              "padding_mask": (2, "0 or 1"),
+              "masked_positions": (ids.shape[-1], "positions in the row")}
+    for key, array in arrays.items():
+        high, meaning = ranges[key]
+        bad = (array < 0) | (array >= high) if high is not None else array < 0
+        if array.size and bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"{key} must be {meaning}, in [0, {'...' if high is None else high})"
+                             f"; got {array[where]} at {where}.")

@@ -6,7 +6,7 @@ import keras
 from kbert import tensorflow_backend
 from kbert.models import xla
 from kbert.models.backbone import INPUT_KEYS, BertBackbone, check_model_kwargs
-from kbert.models.input_limits import check_preprocessor, model_limits
+from kbert.models.input_limits import check_packed_inputs, check_preprocessor, model_limits
 
 
 def _is_packed(x):
@@ -155,6 +155,14 @@ class BertTask(keras.Model):
     def _raw(self, x):
         return self.preprocessor is not None and x is not None and not _is_packed(x)
 
+    def _check_packed(self, x):
+        """Packed arrays must hold what the backbone embeds: under XLA an id beyond its
+        tables would read a clamped row, not fail (`check_packed_inputs`)."""
+        if isinstance(x, tuple):  # validation_data
+            x = x[0] if x else None
+        if isinstance(x, dict):
+            check_packed_inputs(model_limits(self.backbone), x)
+
     def _text_dataset(self, *args, **kwargs):
         """The preprocessor's batches, each cut to its longest row (rounded up to a few sizes
         where XLA runs them)."""
@@ -163,6 +171,8 @@ class BertTask(keras.Model):
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
             shuffle=True, **kwargs):
+        self._check_packed(x)
+        self._check_packed(validation_data)
         if self._raw(x):
             x = self._text_dataset(x, y, sample_weight, batch_size or 32, shuffle)
             y = sample_weight = batch_size = None
@@ -190,6 +200,7 @@ class BertTask(keras.Model):
             self.optimizer.build(self.trainable_variables)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
+        self._check_packed(x)
         if self._raw(x):
             x = self._text_dataset(x, y, sample_weight, batch_size or 32)
             y = sample_weight = batch_size = None
@@ -198,6 +209,7 @@ class BertTask(keras.Model):
                                 **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
+        self._check_packed(x)
         if self._raw(x):
             x = self._text_dataset(x, batch_size=batch_size or 32)
             batch_size = None
