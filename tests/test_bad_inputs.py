@@ -383,6 +383,8 @@ def test_packed_inputs_beyond_the_backbone_are_refused_by_name(change, message, 
         with pytest.raises(ValueError, match=message):
             call()
     assert model.predict(packed(), verbose=0).shape == (2, 2)
+    with pytest.raises(ValueError, match=message):
+        model.backbone.predict(x, verbose=0)
 
 
 def test_masked_positions_must_lie_in_the_row():

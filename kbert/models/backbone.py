@@ -114,6 +114,15 @@ class BertBackbone(keras.Model):
         super().compile(*args, jit_compile=default_jit_compile(jit_compile, self.dtype_policy),
                         **kwargs)
 
+    def predict(self, x, *args, **kwargs):
+        """Keras' `predict`, after packed arrays are checked against this model's tables (under
+        XLA an id beyond them would read a clamped row, not fail)."""
+        from kbert.models.input_limits import check_packed_inputs, model_limits  # imports this
+
+        if isinstance(x, dict):
+            check_packed_inputs(model_limits(self), x)
+        return super().predict(x, *args, **kwargs)
+
     @property
     def token_embedding(self):
         """The `keras.layers.Embedding` whose table the MLM decoder shares."""
