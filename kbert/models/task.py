@@ -1,6 +1,8 @@
 """`BertTask`: what every model built on a `BertBackbone` shares: its optional preprocessor,
 raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`."""
 
+import math
+
 import keras
 
 from kbert import tensorflow_backend
@@ -38,6 +40,22 @@ def _backbone_in(model):
         if isinstance(getattr(layer, "backbone", None), BertBackbone):
             return layer.backbone
     raise ValueError(f"{type(model).__name__} runs no BertBackbone.")
+
+
+def _split_off(data, fraction):
+    """(the first part, the last `fraction`) of `data`, a sequence or a tuple of them (pairs,
+    questions and choices), cut where Keras' `validation_split` cuts arrays: before any
+    shuffling, at floor(n * (1 - fraction))."""
+    if data is None:
+        return None, None
+    if isinstance(data, tuple):
+        parts = [_split_off(part, fraction) for part in data]
+        return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
+    at = math.floor(len(data) * (1.0 - fraction))
+    if not 0 < at < len(data):
+        raise ValueError(f"validation_split={fraction} leaves no training or no validation "
+                         f"examples of {len(data)}.")
+    return data[:at], data[at:]
 
 
 class BertTask(keras.Model):
@@ -170,11 +188,17 @@ class BertTask(keras.Model):
                                          **kwargs)
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
-            shuffle=True, **kwargs):
+            shuffle=True, validation_split=0.0, **kwargs):
         self._check_packed(x)
         self._check_packed(validation_data)
+        rows = batch_size or 32
         if self._raw(x):
-            x = self._text_dataset(x, y, sample_weight, batch_size or 32, shuffle)
+            if validation_split and validation_data is None:
+                (x, x_val), (y, y_val), (sample_weight, w_val) = (
+                    _split_off(v, validation_split) for v in (x, y, sample_weight))
+                validation_data = (x_val, y_val, w_val)
+            validation_split = 0.0  # Keras splits arrays only, not the dataset made here
+            x = self._text_dataset(x, y, sample_weight, rows, shuffle)
             y = sample_weight = batch_size = None
             shuffle = False  # done in the dataset, which Keras would not reshuffle
         if validation_data is not None and self._raw(validation_data[0]
@@ -182,13 +206,14 @@ class BertTask(keras.Model):
                                                      else validation_data):
             validation_data = self._text_dataset(
                 *(validation_data if isinstance(validation_data, tuple) else (validation_data,)),
-                batch_size=batch_size or 32)
+                batch_size=rows)
         epochs = kwargs.get("epochs", 1) - kwargs.get("initial_epoch", 0)
         per_epoch = kwargs.get("steps_per_epoch") or xla.count_batches(x, batch_size)
         self.match_xla_to(x, "train", None if per_epoch is None else epochs * per_epoch)
         self._build_optimizer()
         return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
-                           validation_data=validation_data, shuffle=shuffle, **kwargs)
+                           validation_data=validation_data, shuffle=shuffle,
+                           validation_split=validation_split, **kwargs)
 
     def _build_optimizer(self):
         """Creates the optimizer's moments before the first step. Keras' TensorFlow trainer,

@@ -1,6 +1,8 @@
 """Task models holding a preprocessor take raw text in fit / evaluate / predict, as keras-hub's
 tasks do; the raw-text path must give exactly what packing by hand gives, and survive save/load."""
 
+import math
+
 import keras
 import numpy as np
 import pytest
@@ -133,3 +135,23 @@ def test_from_pretrained_builds_backbone_preprocessor_and_head(minilm_dir, tmp_p
         BertPretrainer.from_pretrained(run)
     with pytest.raises(ValueError, match="cannot apply"):
         BertClassifier.from_pretrained(run, num_classes=3)
+
+
+@pytest.mark.parametrize("x, y", [(TEXTS, LABELS), (PAIRS, [0, 2, 1])])
+def test_validation_split_holds_out_the_last_examples_as_keras_does(backbone, x, y):
+    """Keras splits only arrays; raw text becomes a dataset, so kbert cuts it first, where Keras
+    cuts: the last floor(n * split) examples before shuffling, scored at each epoch's end."""
+    model = BertClassifier(backbone, num_classes=3, preprocessor=preprocessor(16))
+    model.compile(optimizer="adam", metrics=["accuracy"])
+    batches = []
+    log = keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: batches.append(b))
+    history = model.fit(x, y, validation_split=0.34, batch_size=1, verbose=0, callbacks=[log])
+    n = len(y)
+    kept = math.floor(n * (1 - 0.34))  # Keras' array_slicing.train_validation_split
+    assert len(batches) == kept  # one example a batch
+    held_x = tuple(p[kept:] for p in x) if isinstance(x, tuple) else x[kept:]
+    scores = model.evaluate(held_x, y[kept:], verbose=0, return_dict=True)
+    assert history.history["val_loss"][0] == pytest.approx(scores["loss"], rel=1e-5)
+    with pytest.raises(ValueError, match="validation_split=0.9 leaves no training or no "
+                                         "validation examples"):
+        model.fit(x, y, validation_split=0.9, verbose=0)
