@@ -58,6 +58,15 @@ def _split_off(data, fraction):
     return data[:at], data[at:]
 
 
+def _holds_nothing(x):
+    """Whether raw `x` (texts, or a tuple of them) has no example; a dataset is not read."""
+    first = x[0] if isinstance(x, tuple) and x else x
+    shape = getattr(first, "shape", None)
+    if shape is not None:
+        return len(shape) > 0 and shape[0] == 0
+    return isinstance(first, (list, tuple)) and len(first) == 0
+
+
 class BertTask(keras.Model):
     """Base of the task models: backbone + head, and optionally the preprocessor that turns raw
     text into the backbone's inputs.
@@ -181,10 +190,12 @@ class BertTask(keras.Model):
         if isinstance(x, dict):
             check_packed_inputs(model_limits(self.backbone), x)
 
-    def _text_dataset(self, *args, **kwargs):
+    def _text_dataset(self, x, *args, **kwargs):
         """The preprocessor's batches, each cut to its longest row (rounded up to a few sizes
         where XLA runs them)."""
-        return self.preprocessor.dataset(*args, pad_to_multiple_of=xla.pad_multiple(self),
+        if _holds_nothing(x):  # else an error about float64 ([] has no type) or Keras' own
+            raise ValueError("The input holds no examples (no text to pack).")
+        return self.preprocessor.dataset(x, *args, pad_to_multiple_of=xla.pad_multiple(self),
                                          **kwargs)
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,

@@ -155,3 +155,12 @@ def test_validation_split_holds_out_the_last_examples_as_keras_does(backbone, x,
     with pytest.raises(ValueError, match="validation_split=0.9 leaves no training or no "
                                          "validation examples"):
         model.fit(x, y, validation_split=0.9, verbose=0)
+
+
+@pytest.mark.parametrize("empty", [[], np.array([], str), ([], []), ()])
+def test_no_text_is_a_clear_error(backbone, empty):
+    model = BertClassifier(backbone, num_classes=2, preprocessor=preprocessor(12))
+    model.compile(optimizer="adam")
+    for call in (lambda: model.predict(empty, verbose=0), lambda: model.fit(empty, [])):
+        with pytest.raises(ValueError, match="The input holds no examples"):
+            call()
