@@ -67,7 +67,8 @@ def _tfrecord_data(config, tokenizer, masker):
                                 batch_size, masker, seed=data_seed)
 
     heldout = tfrecord_dataset(heldout_files[0], batch_size, masker, seed=config.seed + 1,
-                               repeat=False, shuffle_buffer=0, deterministic=True)
+                               repeat=False, shuffle_buffer=0, deterministic=True,
+                               drop_remainder=False)
     return PretrainData(train, heldout, sum(per_shard[f] for f in train_files), None,
                         str(corpus))
 
@@ -101,7 +102,7 @@ def _text_data(config, tokenizer, masker):
 
     heldout = pretraining_dataset(heldout_docs, tokenizer, masker, length, config.batch_size,
                                   seed=config.seed + 1, repeat=False, shuffle_buffer=0,
-                                  short_seq_prob=short, nsp=nsp)
+                                  short_seq_prob=short, nsp=nsp, drop_remainder=False)
     source = "wikipedia" if config.corpus is None else str(config.corpus)
     return PretrainData(train, heldout, train_examples, counts, source)
 
@@ -125,8 +126,8 @@ def _materialize(dataset, batch_size):
 
     batches = list(dataset.as_numpy_iterator())
     if not batches:
-        raise ValueError("The held-out documents make no batch; hold out more documents or "
-                         "use a smaller batch size.")
+        raise ValueError("The held-out documents make no training pair: the corpus needs "
+                         "more documents, or longer ones.")
     joined = tf.nest.map_structure(lambda *parts: np.concatenate(parts), *batches)
     return tf.data.Dataset.from_tensor_slices(joined).batch(batch_size)
 

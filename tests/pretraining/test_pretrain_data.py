@@ -27,3 +27,28 @@ def test_a_small_corpus_fills_the_shuffle_buffer_with_one_pass(corpus_file, toke
     monkeypatch.setattr(pairs, "examples", counted)
     next(iter(data.train(0)))
     assert data.train_examples <= len(drawn) <= data.train_examples + 64  # + tf.data's read-ahead
+
+
+def test_held_out_pairs_fewer_than_a_batch_are_all_scored(tokenizer, tmp_path):
+    """A small corpus's held-out documents may make fewer pairs than a batch: they are scored
+    in one smaller batch (training batches stay full), not dropped with the run refused."""
+    from kbert.data.pretraining import corpus_documents, tokenize_documents
+    from kbert.training.pretrain_data import heldout_split
+
+    corpus = tmp_path / "small.txt"
+    words = "the cat sat on a mat and a dog ran to the park with a red ball".split()
+    corpus.write_text("\n\n".join("\n".join(" ".join(words[(d + s) % 7:][:9]) + "."
+                                            for s in range(5)) for d in range(30)) + "\n")
+    config = PretrainConfig(corpus=corpus, sequence_length=32, batch_size=16, steps=1,
+                            output_dir="unused")
+    data = pretraining_data(config, tokenizer, _masker(config, tokenizer))
+    documents = list(tokenize_documents(corpus_documents(corpus, config.corpus_format),
+                                        tokenizer))
+    held = [documents[i] for i in sorted(heldout_split(len(documents), None, config.seed))]
+    expected = sum(1 for _ in pairs.examples(
+        held, 32, tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id,
+        seed=(config.seed + 1) * 1_000_003, short_seq_prob=config.short_seq_prob))
+    assert 0 < expected < config.batch_size
+    (batch,) = list(data.heldout)
+    assert batch[0]["token_ids"].shape == (expected, 32)
+    assert next(iter(data.train(0)))[0]["token_ids"].shape == (16, 32)

@@ -48,16 +48,17 @@ def pair_dataset(documents, sequence_length, cls_id, sep_id, pad_id=0, seed=0, r
 
 def pretraining_dataset(documents, tokenizer, masker, sequence_length=128, batch_size=32,
                         seed=0, repeat=True, shuffle_buffer=SHUFFLE_BUFFER, short_seq_prob=0.1,
-                        nsp=True, balance_nsp=True):
+                        nsp=True, balance_nsp=True, drop_remainder=True):
     """Batches `(inputs, targets, sample_weights)` ready for `BertPretrainer.fit`.
 
     `documents`: tokenized documents (see `kbert.data.pretraining.documents.
-    tokenize_documents`). `masker`: a `MaskedLM`. Batches have exactly `batch_size` rows.
+    tokenize_documents`). `masker`: a `MaskedLM`. Batches have exactly `batch_size` rows,
+    except, with `drop_remainder=False`, a smaller last one (a held-out set scores every pair).
     """
     ds = pair_dataset(documents, sequence_length, tokenizer.cls_token_id,
                       tokenizer.sep_token_id, tokenizer.pad_token_id, seed=seed, repeat=repeat,
                       short_seq_prob=short_seq_prob, nsp=nsp, balance_nsp=balance_nsp)
     if shuffle_buffer:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
-    ds = ds.batch(batch_size, drop_remainder=True)
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     return prefetched(dynamic_masking_dataset(ds, masker, seed))

@@ -224,13 +224,14 @@ def tfrecord_files(path):
 
 
 def tfrecord_dataset(path, batch_size, masker=None, seed=0, repeat=True, shuffle_buffer=10_000,
-                     cycle_length=4, deterministic=None):
+                     cycle_length=4, deterministic=None, drop_remainder=True):
     """Batches `(inputs, targets, sample_weights)` for `BertPretrainer.fit` from the shards at
     `path` (a folder written by `write_tfrecords`, or a glob of shard files).
 
     Unmasked shards need `masker` (a `MaskedLM`, dynamic masking with new masks every epoch,
     or a `NextTokenLM`); statically masked shards are used as written. `deterministic=False` lets the interleave and
-    maps return elements out of order, for speed.
+    maps return elements out of order, for speed. With `drop_remainder=False` the last batch
+    may be smaller (a held-out set scores every example).
     """
     import tensorflow as tf
 
@@ -271,7 +272,7 @@ def tfrecord_dataset(path, batch_size, masker=None, seed=0, repeat=True, shuffle
                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     if shuffle_buffer:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
-    ds = ds.batch(batch_size, drop_remainder=True)
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     if static:
         ds = ds.map(lambda f: to_fit_arguments(f, f["token_ids"], f["masked_positions"],
