@@ -7,6 +7,7 @@ import importlib
 import json
 import time
 
+import keras
 import ml_dtypes
 import numpy as np
 import pytest
@@ -395,3 +396,40 @@ def test_masked_positions_must_lie_in_the_row():
     with pytest.raises(ValueError, match=r"masked_positions must be positions in the row, "
                                          r"in \[0, 8\); got 8 at \(0, 1\)"):
         model.predict(x, verbose=0)
+
+
+@pytest.mark.parametrize("labels, message", [
+    ([0, 2], r"Labels must be class ids, integers in \[0, 2\); got 2 at \(1,\)"),
+    ([-1, 0], r"got -1 at \(0,\)"),
+    ([0.5, 1.0], r"got 0.5 at \(0,\)"),
+    (["a", "b"], "Labels must be class ids, got dtype <U1"),
+])
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_class_labels_outside_the_head_are_refused_by_name(labels, message, jit_compile):
+    """Under XLA a label past the logits makes the loss NaN, and the step writes NaN weights."""
+    import kbert
+
+    model = kbert.BertClassifier(kbert.BertBackbone(BertConfig(**SMALL)), num_classes=2)
+    model.compile(optimizer="adam", jit_compile=jit_compile)
+    for call in (lambda: model.fit(packed(), labels, verbose=0),
+                 lambda: model.evaluate(packed(), labels, verbose=0),
+                 lambda: model.fit(packed(), [0, 1], validation_data=(packed(), labels))):
+        with pytest.raises(ValueError, match=message):
+            call()
+    soft = np.array([[0.9, 0.1], [0.2, 0.8]], "float32")  # dense targets are the loss's business
+    model.compile(optimizer="adam", loss=keras.losses.CategoricalCrossentropy(from_logits=True),
+                  jit_compile=jit_compile)
+    assert np.isfinite(model.fit(packed(), soft, verbose=0).history["loss"][0])
+    weights = [w.copy() for w in model.get_weights()]
+    assert all(np.isfinite(w).all() for w in weights)
+
+
+def test_multiple_choice_labels_index_the_choices():
+    import kbert
+
+    model = kbert.BertMultipleChoice(kbert.BertBackbone(BertConfig(**SMALL)), num_choices=3)
+    model.compile(optimizer="adam")
+    x = {k: np.stack([v] * 3, axis=1) for k, v in packed().items()}
+    with pytest.raises(ValueError, match=r"integers in \[0, 3\); got 3"):
+        model.fit(x, np.array([0, 3]), verbose=0)
+    model.fit(x, np.array([0, 2]), verbose=0)

@@ -55,6 +55,10 @@ class BertClassifier(BertTask):
     def is_regression(self):
         return self.num_classes == 1
 
+    @property
+    def label_classes(self):
+        return None if self.is_regression else self.num_classes
+
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Compiles with the task's standard loss and metrics unless others are given."""
         if not self.is_regression:

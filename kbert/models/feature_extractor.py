@@ -140,6 +140,10 @@ class BertFeatureClassifier(BertTask):
         self.dropout = dropout
         self.feature_extractor = extractor
 
+    @property
+    def label_classes(self):
+        return self.num_classes
+
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Compiles with cross-entropy and `accuracy` unless others are given."""
         loss, metrics = classification_defaults(loss, metrics)

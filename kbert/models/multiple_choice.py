@@ -78,6 +78,10 @@ class BertMultipleChoice(BertTask):
         self.dropout = dropout
         self.choice_scorer = scorer
 
+    @property
+    def label_classes(self):
+        return self.num_choices
+
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Compiles with cross-entropy over the choices and `accuracy` unless others are given."""
         loss, metrics = classification_defaults(loss, metrics)

@@ -4,6 +4,7 @@ raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`.""
 import math
 
 import keras
+import numpy as np
 
 from kbert import tensorflow_backend
 from kbert.models import xla
@@ -67,6 +68,28 @@ def _holds_nothing(x):
     return isinstance(first, (list, tuple)) and len(first) == 0
 
 
+def check_class_labels(y, classes):
+    """Raises ValueError unless sparse array-like labels `y` ([batch] or [batch, 1]) are class
+    ids in [0, `classes`): without XLA TensorFlow's cross-entropy fails deep in the graph, and
+    under XLA its loss is NaN, which the optimizer then writes into every weight. Dense targets
+    ([batch, classes]: one-hot, soft), datasets and symbolic tensors pass."""
+    if y is None or isinstance(y, dict) or hasattr(y, "element_spec"):
+        return
+    try:
+        labels = np.asarray(y)
+    except NotImplementedError:  # a symbolic tensor
+        return
+    if labels.ndim > 2 or (labels.ndim == 2 and labels.shape[1] != 1):
+        return
+    if labels.dtype.kind not in "biuf":
+        raise ValueError(f"Labels must be class ids, got dtype {labels.dtype}.")
+    bad = (labels < 0) | (labels >= classes) | (labels != np.round(labels))
+    if labels.size and bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"Labels must be class ids, integers in [0, {classes}); got "
+                         f"{labels[where]} at {where}.")
+
+
 class BertTask(keras.Model):
     """Base of the task models: backbone + head, and optionally the preprocessor that turns raw
     text into the backbone's inputs.
@@ -88,6 +111,10 @@ class BertTask(keras.Model):
         if preprocessor is not None:
             check_preprocessor(model_limits(_backbone_in(self)), preprocessor)
         self.preprocessor = preprocessor
+
+    label_classes = None
+    """How many classes the head's sparse labels index (None: its targets are not class ids);
+    `fit` and `evaluate` check array labels against it."""
 
     def task_config(self) -> dict:
         return {}
@@ -182,6 +209,10 @@ class BertTask(keras.Model):
     def _raw(self, x):
         return self.preprocessor is not None and x is not None and not _is_packed(x)
 
+    def _check_labels(self, y):
+        if self.label_classes is not None:
+            check_class_labels(y, self.label_classes)
+
     def _check_packed(self, x):
         """Packed arrays must hold what the backbone embeds: under XLA an id beyond its
         tables would read a clamped row, not fail (`check_packed_inputs`)."""
@@ -202,6 +233,9 @@ class BertTask(keras.Model):
             shuffle=True, validation_split=0.0, **kwargs):
         self._check_packed(x)
         self._check_packed(validation_data)
+        self._check_labels(y)
+        if isinstance(validation_data, tuple) and len(validation_data) > 1:
+            self._check_labels(validation_data[1])
         rows = batch_size or 32
         if self._raw(x):
             if validation_split and validation_data is None:
@@ -237,6 +271,7 @@ class BertTask(keras.Model):
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         self._check_packed(x)
+        self._check_labels(y)
         if self._raw(x):
             x = self._text_dataset(x, y, sample_weight, batch_size or 32)
             y = sample_weight = batch_size = None
