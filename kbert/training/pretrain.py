@@ -85,7 +85,8 @@ def _run(config, output, strategy):
     keras.utils.set_random_seed(config.seed)
 
     model, tokenizer, heads = build_model(config, strategy)
-    data = pretraining_data(config, tokenizer, _masker(config, tokenizer))
+    data = pretraining_data(config, tokenizer, _masker(config, tokenizer),
+                            strategy.num_replicas_in_sync)
     plan = plan_steps(config, data.train_examples)
     compile_model(config, model, strategy, plan.total_steps)
     model.match_xla_to(data.heldout, "train", plan.total_steps * config.accumulation)

@@ -31,13 +31,14 @@ def is_tfrecord_dir(corpus):
     return corpus is not None and (pathlib.Path(os.fspath(corpus)) / "dataset.json").is_file()
 
 
-def pretraining_data(config, tokenizer, masker) -> PretrainData:
-    """The run's data, from TFRecords or from text as `config.corpus` is."""
+def pretraining_data(config, tokenizer, masker, replicas=1) -> PretrainData:
+    """The run's data, from TFRecords or from text as `config.corpus` is; the held-out
+    examples a multiple of `replicas`, so that every batch splits over them."""
     read = _tfrecord_data if is_tfrecord_dir(config.corpus) else _text_data
     data = read(config, tokenizer, masker)
     batches = max(1, config.eval_examples // config.batch_size)
     data.heldout = _materialize(finish(data.heldout.take(batches), config.nsp),
-                                config.batch_size)
+                                config.batch_size, replicas)
     return data
 
 
@@ -119,16 +120,21 @@ def heldout_split(n_documents, heldout_documents, seed):
     return set(indices[:heldout_documents])
 
 
-def _materialize(dataset, batch_size):
-    """The (finite) dataset's batches, computed once, as a dataset of known length: the same
-    held-out pairs and masks at every evaluation."""
+def _materialize(dataset, batch_size, replicas):
+    """The (finite) dataset's examples, computed once and cut to a multiple of `replicas`, as
+    a dataset of known length: the same held-out pairs and masks at every evaluation."""
     import tensorflow as tf
 
     batches = list(dataset.as_numpy_iterator())
-    if not batches:
-        raise ValueError("The held-out documents make no training pair: the corpus needs "
-                         "more documents, or longer ones.")
-    joined = tf.nest.map_structure(lambda *parts: np.concatenate(parts), *batches)
+    joined = tf.nest.map_structure(lambda *parts: np.concatenate(parts), *batches) \
+        if batches else None
+    count = 0 if joined is None else len(joined[0]["token_ids"])
+    kept = count - count % replicas
+    if not kept:
+        raise ValueError(f"The held-out documents make {count} training pairs, fewer than the "
+                         f"{replicas} replica(s) to score them: the corpus needs more "
+                         "documents, or longer ones.")
+    joined = tf.nest.map_structure(lambda part: part[:kept], joined)
     return tf.data.Dataset.from_tensor_slices(joined).batch(batch_size)
 
 

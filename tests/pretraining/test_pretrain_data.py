@@ -1,5 +1,7 @@
 """`kbert.training.pretrain_data`: what a pre-training run reads from a text corpus."""
 
+import pytest
+
 from kbert.data.pretraining import pairs
 from kbert.data.pretraining.pipeline import SHUFFLE_BUFFER
 from kbert.training.pretrain import _masker
@@ -48,7 +50,15 @@ def test_held_out_pairs_fewer_than_a_batch_are_all_scored(tokenizer, tmp_path):
     expected = sum(1 for _ in pairs.examples(
         held, 32, tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id,
         seed=(config.seed + 1) * 1_000_003, short_seq_prob=config.short_seq_prob))
-    assert 0 < expected < config.batch_size
+    assert 3 <= expected < config.batch_size
     (batch,) = list(data.heldout)
     assert batch[0]["token_ids"].shape == (expected, 32)
     assert next(iter(data.train(0)))[0]["token_ids"].shape == (16, 32)
+    # under a strategy every batch must split over the replicas: the pairs are cut to a multiple
+    replicas = expected - 1
+    (batch,) = list(pretraining_data(config, tokenizer, _masker(config, tokenizer),
+                                     replicas).heldout)
+    assert batch[0]["token_ids"].shape[0] == expected - expected % replicas
+    with pytest.raises(ValueError, match=f"make {expected} training pairs, fewer than the "
+                                         f"{expected + 1} replica"):
+        pretraining_data(config, tokenizer, _masker(config, tokenizer), expected + 1)
