@@ -40,7 +40,7 @@ def test_held_out_pairs_fewer_than_a_batch_are_all_scored(tokenizer, tmp_path):
     corpus = tmp_path / "small.txt"
     words = "the cat sat on a mat and a dog ran to the park with a red ball".split()
     corpus.write_text("\n\n".join("\n".join(" ".join(words[(d + s) % 7:][:9]) + "."
-                                            for s in range(5)) for d in range(30)) + "\n")
+                                            for s in range(5)) for d in range(100)) + "\n")
     config = PretrainConfig(corpus=corpus, sequence_length=32, batch_size=16, steps=1,
                             output_dir="unused")
     data = pretraining_data(config, tokenizer, _masker(config, tokenizer))
