@@ -433,3 +433,19 @@ def test_multiple_choice_labels_index_the_choices():
     with pytest.raises(ValueError, match=r"integers in \[0, 3\); got 3"):
         model.fit(x, np.array([0, 3]), verbose=0)
     model.fit(x, np.array([0, 2]), verbose=0)
+
+
+def test_token_labels_must_be_tag_ids():
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    model = kbert.BertTokenClassifier(kbert.BertBackbone(BertConfig(**SMALL)), num_classes=3,
+                                      preprocessor=kbert.BertTokenPreprocessor(tokenizer, 16))
+    model.compile(optimizer="adam")
+    words = [["w1", "w2"], ["w3"]]
+    with pytest.raises(ValueError, match=r"Sentence 1: Labels must be class ids, integers in "
+                                         r"\[0, 3\); got 3 at \(0,\)"):
+        model.fit(words, [[0, 2], [3]], verbose=0)
+    with pytest.raises(ValueError, match=r"Sentence 0: .*got -100 at \(1,\)"):  # HF's ignore id
+        model.fit(packed(), np.array([[0, -100] + [0] * 6, [0] * 8]), verbose=0)
+    model.fit(words, [[0, 2], [1]], verbose=0)

@@ -1,10 +1,11 @@
 """`BertTokenClassifier`: one label per token (CoNLL-2003 NER), fine-tuned or feature-based."""
 
 import keras
+import numpy as np
 
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
-from kbert.models.task import BertTask
+from kbert.models.task import BertTask, check_class_labels
 from kbert.models.feature_extractor import BertFeatureExtractor, PaddingToMask
 
 
@@ -80,6 +81,16 @@ class BertTokenClassifier(BertTask):
     @property
     def is_feature_based(self):
         return self.feature_layers is not None
+
+    def _check_labels(self, y):
+        """Word labels (one list per sentence) or packed [batch, seq] labels: each a tag id."""
+        if y is None or isinstance(y, dict) or hasattr(y, "element_spec"):
+            return
+        for n, row in enumerate(y):
+            try:
+                check_class_labels(np.asarray(row).reshape(-1), self.num_classes)
+            except ValueError as error:
+                raise ValueError(f"Sentence {n}: {error}") from None
 
     def compile(self, optimizer="adam", loss=None, weighted_metrics=None, **kwargs):
         """Compiles with token cross-entropy (mean over weighted tokens) and weighted accuracy
