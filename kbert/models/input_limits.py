@@ -73,7 +73,7 @@ def check_packed_inputs(limits, features):
         if key in INPUT_KEYS and array.shape != ids.shape:
             raise ValueError(f"{key} has shape {array.shape}, token_ids {ids.shape}: the "
                              "inputs must have one shape.")
-    if ids.size == 0:
+    if ids.ndim == 0 or ids.size == 0:  # no row to check: left to Keras' own shape checks
         return
     if limits.max_positions is not None and ids.shape[-1] > limits.max_positions:
         raise ValueError(f"token_ids rows hold {ids.shape[-1]} tokens, more than the model's "
