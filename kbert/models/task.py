@@ -105,16 +105,16 @@ class BertTask(keras.Model):
     into it (the MLM decoder, frozen features) are made anew by the subclass constructor.
     """
 
+    label_classes = None
+    """How many classes the head's sparse labels index (None: its targets are not class ids);
+    `fit` and `evaluate` check array labels against it."""
+
     def __init__(self, inputs, outputs, preprocessor=None, **kwargs):
         check_model_kwargs(type(self), kwargs)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         if preprocessor is not None:
             check_preprocessor(model_limits(_backbone_in(self)), preprocessor)
         self.preprocessor = preprocessor
-
-    label_classes = None
-    """How many classes the head's sparse labels index (None: its targets are not class ids);
-    `fit` and `evaluate` check array labels against it."""
 
     def task_config(self) -> dict:
         return {}
