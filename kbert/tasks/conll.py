@@ -131,7 +131,9 @@ class ConllTask(TaskSpec):
                          for s, p in zip(examples, predicted)]
 
     def predict(self, model, text=None, **unused):
-        """Entities ({"text", "type", "start", "end"}: character span) in raw `text`."""
+        """Entities ({"text", "type", "start", "end"}: character span) in raw `text`. Words past
+        one row's word pieces are tagged in further rows, each from its first untagged word
+        (without the words before it as context)."""
         import tensorflow as tf
 
         from kbert.text.entity_decoding import decode_entities
@@ -141,14 +143,26 @@ class ConllTask(TaskSpec):
             raise ValueError("A conll model needs text.")
         single = isinstance(text, str)
         words, starts, ends, clean = split_words(tf.constant([text] if single else list(text)))
-        features = model.preprocessor(words)
-        logits = model.predict_on_batch({k: features[k] for k in INPUT_KEYS})
-        found = decode_entities(logits, features["word_index"], starts, ends, clean,
-                                self.label_names)
-        answers = [[{"text": t.decode(), "type": k.decode(), "start": int(s), "end": int(e)}
-                    for t, k, s, e in zip(*(found[f"entity_{n}"][row].numpy()[:count]
-                                            for n in ("text", "label", "start", "end")))]
-                   for row, count in enumerate(found["entity_count"].numpy())]
+        answers = [[] for _ in range(int(clean.shape[0]))]
+        rows = tf.range(clean.shape[0])
+        while rows.shape[0]:
+            features = model.preprocessor(words)
+            logits = model.predict_on_batch({k: features[k] for k in INPUT_KEYS})
+            found = decode_entities(logits, features["word_index"], starts, ends, clean,
+                                    self.label_names)
+            for row, count, *entity in zip(rows.numpy(), found["entity_count"].numpy(),
+                                           *(found[f"entity_{n}"].numpy()
+                                             for n in ("text", "label", "start", "end"))):
+                answers[row] += [{"text": t.decode(), "type": k.decode(), "start": int(s),
+                                  "end": int(e)} for t, k, s, e in zip(*(f[:count]
+                                                                        for f in entity))]
+            # The words each row tagged (a first piece in the row): the rest go on.
+            tagged = tf.cast(tf.reduce_max(features["word_index"], axis=1) + 1, tf.int64)
+            more = (words.row_lengths() > tagged) & (tagged > 0)
+            untagged = tf.ragged.range(words.row_lengths()) >= tagged[:, None]
+            words, starts, ends = (tf.ragged.boolean_mask(tf.ragged.boolean_mask(t, untagged),
+                                                          more) for t in (words, starts, ends))
+            clean, rows = tf.boolean_mask(clean, more), tf.boolean_mask(rows, more)
         return answers[0] if single else answers
 
     def info(self):
