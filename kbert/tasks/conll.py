@@ -150,12 +150,11 @@ class ConllTask(TaskSpec):
             logits = model.predict_on_batch({k: features[k] for k in INPUT_KEYS})
             found = decode_entities(logits, features["word_index"], starts, ends, clean,
                                     self.label_names)
-            for row, count, *entity in zip(rows.numpy(), found["entity_count"].numpy(),
-                                           *(found[f"entity_{n}"].numpy()
-                                             for n in ("text", "label", "start", "end"))):
+            columns = [found[f"entity_{n}"].numpy() for n in ("text", "label", "start", "end")]
+            for i, (row, count) in enumerate(zip(rows.numpy(), found["entity_count"].numpy())):
                 answers[row] += [{"text": t.decode(), "type": k.decode(), "start": int(s),
-                                  "end": int(e)} for t, k, s, e in zip(*(f[:count]
-                                                                        for f in entity))]
+                                  "end": int(e)} for t, k, s, e in zip(*(c[i][:count]
+                                                                        for c in columns))]
             # The words each row tagged (a first piece in the row): the rest go on.
             tagged = tf.cast(tf.reduce_max(features["word_index"], axis=1) + 1, tf.int64)
             more = (words.row_lengths() > tagged) & (tagged > 0)
