@@ -209,17 +209,17 @@ class BertTask(keras.Model):
     def _raw(self, x):
         return self.preprocessor is not None and x is not None and not _is_packed(x)
 
+    def _check(self, x, y=None):
+        """Packed arrays must hold what the backbone embeds and labels what the head scores:
+        under XLA an id beyond its tables would read a clamped row, and a label beyond the
+        logits makes the loss NaN, neither an error (`check_packed_inputs`, `_check_labels`)."""
+        if isinstance(x, dict):
+            check_packed_inputs(model_limits(self.backbone), x)
+        self._check_labels(y)
+
     def _check_labels(self, y):
         if self.label_classes is not None:
             check_class_labels(y, self.label_classes)
-
-    def _check_packed(self, x):
-        """Packed arrays must hold what the backbone embeds: under XLA an id beyond its
-        tables would read a clamped row, not fail (`check_packed_inputs`)."""
-        if isinstance(x, tuple):  # validation_data
-            x = x[0] if x else None
-        if isinstance(x, dict):
-            check_packed_inputs(model_limits(self.backbone), x)
 
     def _text_dataset(self, x, *args, **kwargs):
         """The preprocessor's batches, each cut to its longest row (rounded up to a few sizes
@@ -231,11 +231,11 @@ class BertTask(keras.Model):
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
             shuffle=True, validation_split=0.0, **kwargs):
-        self._check_packed(x)
-        self._check_packed(validation_data)
-        self._check_labels(y)
-        if isinstance(validation_data, tuple) and len(validation_data) > 1:
-            self._check_labels(validation_data[1])
+        self._check(x, y)
+        if isinstance(validation_data, tuple):
+            self._check(*validation_data[:2] or (None,))
+        else:
+            self._check(validation_data)
         rows = batch_size or 32
         if self._raw(x):
             if validation_split and validation_data is None:
@@ -270,8 +270,7 @@ class BertTask(keras.Model):
             self.optimizer.build(self.trainable_variables)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
-        self._check_packed(x)
-        self._check_labels(y)
+        self._check(x, y)
         if self._raw(x):
             x = self._text_dataset(x, y, sample_weight, batch_size or 32)
             y = sample_weight = batch_size = None
@@ -280,7 +279,7 @@ class BertTask(keras.Model):
                                 **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
-        self._check_packed(x)
+        self._check(x)
         if self._raw(x):
             x = self._text_dataset(x, batch_size=batch_size or 32)
             batch_size = None

@@ -126,15 +126,13 @@ def _materialize(dataset, batch_size, replicas):
     import tensorflow as tf
 
     batches = list(dataset.as_numpy_iterator())
-    joined = tf.nest.map_structure(lambda *parts: np.concatenate(parts), *batches) \
-        if batches else None
-    count = 0 if joined is None else len(joined[0]["token_ids"])
+    count = sum(len(inputs["token_ids"]) for inputs, *_ in batches)
     kept = count - count % replicas
     if not kept:
         raise ValueError(f"The held-out documents make {count} training pairs, fewer than the "
                          f"{replicas} replica(s) to score them: the corpus needs more "
                          "documents, or longer ones.")
-    joined = tf.nest.map_structure(lambda part: part[:kept], joined)
+    joined = tf.nest.map_structure(lambda *parts: np.concatenate(parts)[:kept], *batches)
     return tf.data.Dataset.from_tensor_slices(joined).batch(batch_size)
 
 
