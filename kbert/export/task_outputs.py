@@ -48,21 +48,22 @@ def token_outputs(outputs, features, label_names):
 
 
 def serve_entities(module, text):
-    """Raw text → words → the model's logits → entities, all in the graph. The export's
-    `BertPreprocessor` lends its tokenizer (already tracked) and sequence length."""
+    """Raw text → words → windows of them → the model's logits → entities, all in the graph.
+    The export's `BertPreprocessor` lends its tokenizer (already tracked) and sequence
+    length."""
     from kbert.text.entity_decoding import decode_entities
     from kbert.text.token_preprocessor import BertTokenPreprocessor
 
     pre = module.preprocessor
     if not isinstance(pre, BertTokenPreprocessor):
         pre = BertTokenPreprocessor(pre.tokenizer, pre.sequence_length)
-    words, starts, ends, text = pre.split_text(text)
-    features = pre(words)
-    features = {k: features[k] for k in INPUT_KEYS + ("word_index",)}
+    words, starts, ends, text = pre.split_text(text, pre.max_context_length)
+    windows = pre.windows(words)
+    features = {k: windows[k] for k in INPUT_KEYS + ("word_index",)}
     features = trim_to_longest(features) if module.trim_padding else features
     logits = module.model({k: features[k] for k in INPUT_KEYS}, training=False)
     return decode_entities(tf.cast(logits, tf.float32), features["word_index"], starts, ends,
-                           text, module.label_names)
+                           text, module.label_names, windows["example_index"])
 
 
 def fill_mask_ids(module, features):

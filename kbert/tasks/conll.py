@@ -80,17 +80,21 @@ class ConllTask(TaskSpec):
         """The preprocessor's packed features for `sentences`, as numpy arrays."""
         import tensorflow as tf
 
-        from kbert.data.tasks import DataError
-
+        self._check_tags(sentences)
         index = {name: i for i, name in enumerate(self.label_names)}
-        for s in sentences:
-            unknown = [t for t in s.tags if t not in index]
-            if unknown:
-                raise DataError(f"{s.source}: tag {unknown[0]!r} is not one of "
-                                f"{self.label_names}.")
         words = tf.ragged.constant([s.words for s in sentences], tf.string)
         labels = tf.ragged.constant([[index[t] for t in s.tags] for s in sentences], tf.int32)
         return {k: v.numpy() for k, v in model.preprocessor(words, labels).items()}
+
+    def _check_tags(self, sentences):
+        from kbert.data.tasks import DataError
+
+        known = set(self.label_names)
+        for s in sentences:
+            unknown = [t for t in s.tags if t not in known]
+            if unknown:
+                raise DataError(f"{s.source}: tag {unknown[0]!r} is not one of "
+                                f"{self.label_names}.")
 
     def train_dataset(self, model, examples, batch_size, seed, pad_to_multiple_of=1):
         from kbert.text.datasets import length_bucketed, random_batches
@@ -114,54 +118,52 @@ class ConllTask(TaskSpec):
         """Token logits [count, seq, classes] (`sequence_predictions`: padding 0)."""
         return sequence_predictions(model, features, batch_size)
 
+    def windows(self, model, words, batch_size=64):
+        """(windows, logits): `words` (ragged string [batch, None]) in the preprocessor's
+        `windows`, as numpy arrays, and the model's logits of each."""
+        windows = {k: v.numpy() for k, v in model.preprocessor.windows(words).items()}
+        return windows, self.logits(model, windows, batch_size)
+
     def evaluate(self, model, examples, batch_size=64):
+        """Entity scores of every word, long sentences in windows as `predict` tags them."""
+        import tensorflow as tf
+
         from kbert.evaluation.entities import entity_metrics
         from kbert.text.entity_decoding import word_tags
 
-        features = self.features(model, examples)
-        logits = self.logits(model, features, batch_size)
-        tags = word_tags(logits, features["word_index"], [len(s.words) for s in examples],
-                         self.label_names)
+        self._check_tags(examples)
+        words = tf.ragged.constant([s.words for s in examples], tf.string)
+        windows, logits = self.windows(model, words, batch_size)
+        tags = word_tags(logits, windows["word_index"], words.row_lengths(), self.label_names,
+                         windows["example_index"])
         predicted = [[t.decode() for t in row] for row in tags.to_list()]
         metrics = entity_metrics([s.tags for s in examples], predicted)
-        metrics["truncated_words"] = int(sum(
-            len(s.words) - int((row >= 0).sum())
-            for s, row in zip(examples, features["word_index"])))
+        metrics["truncated_words"] = int(words.flat_values.shape[0]
+                                         - (windows["word_index"] >= 0).sum())
         return metrics, [{"words": s.words, "gold": s.tags, "predicted": p}
                          for s, p in zip(examples, predicted)]
 
-    def predict(self, model, text=None, **unused):
-        """Entities ({"text", "type", "start", "end"}: character span) in raw `text`. Words past
-        one row's word pieces are tagged in further rows, each from its first untagged word
-        (without the words before it as context)."""
+    def predict(self, model, text=None, batch_size=64, **unused):
+        """Entities ({"text", "type", "start", "end"}: character span) in raw `text`; a text
+        longer than one row in windows (`BertTokenPreprocessor.windows`), as the export tags
+        it."""
         import tensorflow as tf
 
         from kbert.text.entity_decoding import decode_entities
-        from kbert.text.word_split import split_words
 
         if text is None:
             raise ValueError("A conll model needs text.")
         single = isinstance(text, str)
-        words, starts, ends, clean = split_words(tf.constant([text] if single else list(text)))
-        answers = [[] for _ in range(int(clean.shape[0]))]
-        rows = tf.range(clean.shape[0])
-        while rows.shape[0]:
-            features = model.preprocessor(words)
-            logits = model.predict_on_batch({k: features[k] for k in INPUT_KEYS})
-            found = decode_entities(logits, features["word_index"], starts, ends, clean,
-                                    self.label_names)
-            columns = [found[f"entity_{n}"].numpy() for n in ("text", "label", "start", "end")]
-            for i, (row, count) in enumerate(zip(rows.numpy(), found["entity_count"].numpy())):
-                answers[row] += [{"text": t.decode(), "type": k.decode(), "start": int(s),
-                                  "end": int(e)} for t, k, s, e in zip(*(c[i][:count]
-                                                                        for c in columns))]
-            # The words each row tagged (a first piece in the row): the rest go on.
-            tagged = tf.cast(tf.reduce_max(features["word_index"], axis=1) + 1, tf.int64)
-            more = (words.row_lengths() > tagged) & (tagged > 0)
-            untagged = tf.ragged.range(words.row_lengths()) >= tagged[:, None]
-            words, starts, ends = (tf.ragged.boolean_mask(tf.ragged.boolean_mask(t, untagged),
-                                                          more) for t in (words, starts, ends))
-            clean, rows = tf.boolean_mask(clean, more), tf.boolean_mask(rows, more)
+        pre = model.preprocessor
+        words, starts, ends, clean = pre.split_text(
+            tf.constant([text] if single else list(text), tf.string), pre.max_context_length)
+        windows, logits = self.windows(model, words, batch_size)
+        found = decode_entities(logits, windows["word_index"], starts, ends, clean,
+                                self.label_names, windows["example_index"])
+        columns = [found[f"entity_{n}"].numpy() for n in ("text", "label", "start", "end")]
+        answers = [[{"text": t.decode(), "type": k.decode(), "start": int(s), "end": int(e)}
+                    for t, k, s, e in zip(*(c[i][:count] for c in columns))]
+                   for i, count in enumerate(found["entity_count"].numpy())]
         return answers[0] if single else answers
 
     def info(self):

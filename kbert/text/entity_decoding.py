@@ -42,20 +42,24 @@ def _tag_tables(label_names):
             tf.constant(kinds, tf.string), tf.constant(names, tf.string))
 
 
-def word_label_ids(logits, word_index, num_words, num_classes):
+def word_label_ids(logits, word_index, num_words, num_classes, example_index=None):
     """Ragged int32 [batch, None]: each word's class id (argmax at its first sub-token), or
     `num_classes` for a word without a sub-token in the window (read as "O").
 
-    `logits` [batch, seq, classes] may be shorter than `word_index` [batch, sequence_length]
-    (a batch cut to its longest row); positions past `seq` must then hold no word."""
+    `logits` [rows, seq, classes] may be shorter than `word_index` [rows, sequence_length]
+    (a batch cut to its longest row); positions past `seq` must then hold no word. Rows are
+    the examples themselves, or with `example_index` [rows] windows of them
+    (`BertTokenPreprocessor.windows`), each word named in one row only."""
     word_index = tf.convert_to_tensor(word_index, tf.int32)
     num_words = tf.cast(num_words, tf.int64)
+    rows = tf.range(tf.shape(word_index, out_type=tf.int64)[0])
+    example = rows if example_index is None else tf.cast(example_index, tf.int64)
     seq = tf.shape(logits)[1]
     checks = [
         tf.debugging.assert_equal(tf.reduce_all(word_index[:, seq:] < 0), True, message=(
             "word_index has words past the logits' length: logits were cut too short")),
-        tf.debugging.assert_less(tf.reduce_max(word_index, axis=1, keepdims=False),
-                                 tf.cast(num_words, tf.int32), message=(
+        tf.debugging.assert_less(tf.reduce_max(word_index, axis=1),
+                                 tf.cast(tf.gather(num_words, example), tf.int32), message=(
             "word_index points past num_words")),
     ]
     with tf.control_dependencies(checks):
@@ -63,17 +67,17 @@ def word_label_ids(logits, word_index, num_words, num_classes):
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
     splits = tf.concat([[0], tf.cumsum(num_words)], 0)
     where = tf.where(word_index >= 0)
-    flat_word = tf.gather(splits, where[:, 0]) + tf.cast(tf.gather_nd(word_index, where),
-                                                         tf.int64)
+    flat_word = (tf.gather(splits, tf.gather(example, where[:, 0]))
+                 + tf.cast(tf.gather_nd(word_index, where), tf.int64))
     flat = tf.tensor_scatter_nd_update(
         tf.fill([splits[-1]], tf.cast(num_classes, tf.int32)), flat_word[:, tf.newaxis],
         tf.gather_nd(predicted, where))
     return tf.RaggedTensor.from_row_splits(flat, splits)
 
 
-def word_tags(logits, word_index, num_words, label_names):
+def word_tags(logits, word_index, num_words, label_names, example_index=None):
     """Ragged string [batch, None]: `decode_tags` in the graph."""
-    ids = word_label_ids(logits, word_index, num_words, len(label_names))
+    ids = word_label_ids(logits, word_index, num_words, len(label_names), example_index)
     return tf.gather(_tag_tables(label_names)[3], ids)
 
 
@@ -121,15 +125,17 @@ def entity_chunks(label_ids, label_names):
     return rows(kind_of), rows(begin - row_first), rows(end_at - 1 - row_first)
 
 
-def decode_entities(logits, word_index, word_starts, word_ends, text, label_names):
+def decode_entities(logits, word_index, word_starts, word_ends, text, label_names,
+                    example_index=None):
     """Entities per input row, padded to the batch's most: `entity_text`, `entity_label`
     string [batch, max_entities] ("" padding); `entity_start`, `entity_end` int32 (character
     [start, end) in `text`, -1 padding); `entity_count` int32 [batch].
 
     `word_starts`/`word_ends`: ragged int32 [batch, None] character spans of the words (from
-    `split_words`); their row lengths are the numbers of words."""
+    `split_words`); their row lengths are the numbers of words. `logits` and `word_index` are
+    a row per input, or windows of them with `example_index` (`word_label_ids`)."""
     num_words = word_starts.row_lengths()
-    ids = word_label_ids(logits, word_index, num_words, len(label_names))
+    ids = word_label_ids(logits, word_index, num_words, len(label_names), example_index)
     kind, first, last = entity_chunks(ids, label_names)
     flat_first = tf.gather(word_starts.row_splits, kind.value_rowids()) + first.flat_values
     flat_last = tf.gather(word_starts.row_splits, kind.value_rowids()) + last.flat_values

@@ -5,12 +5,8 @@ run_squad.py that kbert used before) in the graph: same windows, ids, character 
 context flags and targets (that module's docstring gives the algorithm), so training (tf.data),
 a Keras model and an exported SavedModel share it.
 
-No Python loop over examples: the windows of a context of n sub-tokens after a question of q
-(cut to `max_query_length`) have a closed form. With room = sequence_length - q - 3 and
-step = min(room, doc_stride), there are 1 + ceil(max(n - room, 0) / step) windows, window k
-starting at k·step and holding min(n - k·step, room) tokens. A token's "max context" window is
-found with segment ops over every (window, token) pair, scored in float64 exactly as numpy does
-so that ties break the same way (first window wins).
+No Python loop over examples: the windows of a context after a question of q sub-tokens (cut
+to `max_query_length`) are `kbert.text.windows` with room = sequence_length - q - 3.
 
 Each input row gives one or more windows, so the outputs have W ≥ batch rows and
 `example_index` says which input row a window came from.
@@ -29,6 +25,7 @@ import tensorflow as tf
 from kbert.text.datasets import batched_dataset, prefetched
 from kbert.text.preprocessor_base import PreprocessorBase, string_batch
 from kbert.text.trim import trim_to_longest
+from kbert.text.windows import max_context_flags, window_plan
 
 WINDOW_KEYS = ("token_ids", "segment_ids", "padding_mask", "token_start", "token_end",
                "max_context")
@@ -45,36 +42,6 @@ def check_lengths(sequence_length, max_query_length, doc_stride):
                          f"after a question of max_query_length={max_query_length} sub-tokens "
                          "and [CLS]/[SEP]/[SEP]; raise sequence_length or lower "
                          "max_query_length.")
-
-
-def window_plan(context_lengths, question_lengths, sequence_length, doc_stride):
-    """(example, begin, length) int64 [W]: every window's input row, first context token and
-    token count, from the int64 [batch] sub-token counts (questions already cut)."""
-    room = sequence_length - question_lengths - 3
-    step = tf.minimum(room, doc_stride)
-    count = 1 + (tf.maximum(context_lengths - room, 0) + step - 1) // step
-    example = tf.repeat(tf.range(tf.size(count, out_type=tf.int64)), count)
-    begin = tf.ragged.range(count).flat_values * tf.gather(step, example)
-    length = tf.minimum(tf.gather(context_lengths, example) - begin, tf.gather(room, example))
-    return example, begin, length
-
-
-def max_context_flags(example, begin, length, context_lengths):
-    """(positions, flags): the context tokens of each window (ragged int64 [W, None], indices
-    into its context) and whether the window is the token's max-context one (bool, same shape).
-    Score min(left, right) + 0.01·length, in float64 as numpy does; ties → the first window."""
-    positions = tf.ragged.range(begin, begin + length)
-    window = positions.value_rowids()
-    p = positions.flat_values
-    b, n = tf.gather(begin, window), tf.gather(length, window)
-    score = tf.cast(tf.minimum(p - b, b + n - 1 - p), tf.float64) + 0.01 * tf.cast(n, tf.float64)
-    # One segment per (input row, context token): rows sharing a context differ in windows.
-    token = tf.gather(tf.cumsum(context_lengths, exclusive=True), tf.gather(example, window)) + p
-    tokens = tf.reduce_sum(context_lengths)
-    best = tf.math.unsorted_segment_max(score, token, tokens)
-    ties = tf.where(tf.equal(score, tf.gather(best, token)), window, tf.int64.max)
-    first = tf.math.unsorted_segment_min(ties, token, tokens)
-    return positions, positions.with_flat_values(tf.equal(tf.gather(first, token), window))
 
 
 def answer_tokens(starts, ends, answer_starts, answer_ends):
@@ -161,7 +128,8 @@ class BertSpanPreprocessor(PreprocessorBase):
                              for t in self.tokenizer.tokenize_with_offsets(cut, "char"))
         ids, starts, ends = (tf.gather(t, which) for t in (ids, starts, ends))
         n, q = ids.row_lengths(), question_ids.row_lengths()
-        example, begin, length = window_plan(n, q, self.sequence_length, self.doc_stride)
+        example, begin, length = window_plan(n, self.sequence_length - q - 3,
+                                             self.doc_stride)
         positions, is_max = max_context_flags(example, begin, length, n)
         at = (tf.gather(ids.row_splits, tf.gather(example, positions.value_rowids()))
               + positions.flat_values)  # the flat index of each window token in `ids`

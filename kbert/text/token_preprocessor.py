@@ -7,7 +7,9 @@ belongs to the word whose start is the last one at or before the sub-token's sta
 word's first sub-token carries its label (weight 1), [CLS], [SEP], padding and the other sub-
 tokens weight 0. A sentence is cut at `sequence_length - 2` sub-tokens; the words cut off have
 no first sub-token in the window (`word_index` never names them), which
-`kbert.text.entity_decoding` reads as "O".
+`kbert.text.entity_decoding` reads as "O". Tagging a longer text, `windows` packs it in rows as
+`BertSpanPreprocessor` packs a SQuAD context, each word tagged in the row that gives it the most
+context.
 
 Raw text goes through `split_words` first (`kbert.text.word_split`; `split_text` cuts it first
 to the bytes the window's sub-tokens can come from, and `call` cuts the joined words the same
@@ -19,6 +21,7 @@ import keras
 import tensorflow as tf
 
 from kbert.text.preprocessor_base import PreprocessorBase, traced
+from kbert.text.windows import max_context_flags, window_plan
 from kbert.text.word_split import split_words
 
 __all__ = ["BertTokenPreprocessor", "split_words"]
@@ -56,13 +59,24 @@ class BertTokenPreprocessor(PreprocessorBase):
     Args:
       tokenizer: a `BertTokenizer`.
       sequence_length: the packed length, [CLS] and [SEP] included.
+      doc_stride: how far apart `windows` start, in sub-tokens (default: half a row, so that
+        every word has at least a quarter row of context on each side where the text has it).
+      max_context_length: the sub-tokens of a text that `windows` tag (the rest is "O").
     """
 
-    def __init__(self, tokenizer, sequence_length=128, **kwargs):
+    def __init__(self, tokenizer, sequence_length=128, doc_stride=None, max_context_length=4096,
+                 **kwargs):
         super().__init__(tokenizer, **kwargs)
         if int(sequence_length) < 3:
             raise ValueError(f"sequence_length must be at least 3 ([CLS] word [SEP]), got "
                              f"{sequence_length}.")
+        if doc_stride is None:
+            doc_stride = max(1, (int(sequence_length) - 2) // 2)
+        if int(doc_stride) < 1 or int(max_context_length) < 1:
+            raise ValueError(f"doc_stride and max_context_length must be positive, got "
+                             f"{doc_stride} and {max_context_length}.")
+        self.doc_stride = int(doc_stride)
+        self.max_context_length = int(max_context_length)
         # Keras would cast float labels to the layer's int32 and refuse Python lists: take the
         # inputs as given, so that `_ragged` can check them.
         self._convert_input_args = False
@@ -90,6 +104,38 @@ class BertTokenPreprocessor(PreprocessorBase):
         return x, single
 
     def call(self, words, labels=None):
+        words, single, ids, word_index = self._pieces(words, self.sequence_length - 2)
+        pack = self._packer(ids)
+        out = self._rows(pack, ids, word_index)
+        if labels is not None:
+            out.update(self._labels(labels, words, word_index, pack))
+        return {k: v[0] for k, v in out.items()} if single else out
+
+    def windows(self, words):
+        """Words of texts of any length (as `call` takes them, without labels) → W ≥ batch
+        rows: run_squad.py's windows over the first `max_context_length` sub-tokens,
+        `sequence_length - 2` a window and `doc_stride` apart (`kbert.text.windows`), with
+        `word_index` naming a word only in the window where its first sub-token has the most
+        context, so that every word is tagged once; and int32 [W] `example_index`, the input
+        row of each window. A text that fits one row gives that row, as `call` packs it."""
+        _, _, ids, word_index = self._pieces(words, self.max_context_length)
+        ids, word_index = (t[:, :self.max_context_length] for t in (ids, word_index))
+        n = ids.row_lengths()
+        example, begin, length = window_plan(n, self.sequence_length - 2, self.doc_stride)
+        positions, is_max = max_context_flags(example, begin, length, n)
+        at = (tf.gather(ids.row_splits, tf.gather(example, positions.value_rowids()))
+              + positions.flat_values)  # the flat index of each window token in `ids`
+        ids = positions.with_flat_values(tf.gather(ids.flat_values, at))
+        word_index = positions.with_flat_values(tf.where(
+            is_max.flat_values, tf.gather(word_index.flat_values, at), -1))
+        out = self._rows(self._packer(ids), ids, word_index)
+        out["example_index"] = tf.cast(example, tf.int32)
+        return out
+
+    def _pieces(self, words, max_tokens):
+        """(words, single, ids, word_index): the words as ragged [batch, None] (and whether
+        one sentence was given), their joined text's sub-token ids, the text cut first to the
+        bytes `max_tokens` of them can come from, and each sub-token's `_first_sub_tokens`."""
         words, single = self._ragged(words, "words", (tf.string,))
         words = words.with_flat_values(tf.strings.unicode_transcode(
             words.flat_values, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
@@ -99,35 +145,39 @@ class BertTokenPreprocessor(PreprocessorBase):
         row_base = tf.gather(tf.concat([before, [tf.reduce_sum(chars)]], 0), words.row_splits)
         word_starts = words.with_flat_values(
             before - tf.gather(row_base, words.value_rowids()))
-        text = self.cap(tf.strings.reduce_join(words, axis=-1, separator=" "),
-                        self.sequence_length - 2)
+        text = self.cap(tf.strings.reduce_join(words, axis=-1, separator=" "), max_tokens)
         ids, starts, _ = self.tokenizer.tokenize_with_offsets(text, "char")
-        word_index = _first_sub_tokens(word_starts, starts)
+        return words, single, ids, _first_sub_tokens(word_starts, starts)
+
+    def _packer(self, ids):
+        """`pack(values, first, last, pad)`: `[first] values[:room] [last]`, padded to
+        `sequence_length`, for ragged values of `ids`'s rows (dense ops: ragged ones trace
+        slowly)."""
         room = self.sequence_length - 2
-        kept = tf.minimum(ids.row_lengths(), room)[:, tf.newaxis]  # sub-tokens in the window
+        kept = tf.minimum(ids.row_lengths(), room)[:, tf.newaxis]  # sub-tokens in the row
         at_last = tf.range(self.sequence_length, dtype=kept.dtype)[tf.newaxis] == kept + 1
 
         def pack(values, first, last, pad):
-            """`[first] values[:room] [last]`, padded (dense ops: ragged ones trace slowly)."""
             cast = lambda v: tf.cast(v, values.dtype)  # noqa: E731
             body = values.to_tensor(cast(pad), shape=[None, room])
             column = tf.zeros_like(body[:, :1])
             packed = tf.concat([column + cast(first), body, column + cast(pad)], axis=1)
             return tf.where(at_last, cast(last), packed)
 
-        out = {"token_ids": pack(ids, self.tokenizer.cls_token_id, self.tokenizer.sep_token_id,
-                                 self.tokenizer.pad_token_id),
-               "segment_ids": pack(tf.zeros_like(ids), 0, 0, 0),
-               "padding_mask": pack(tf.ones_like(ids), 1, 1, 0),
-               "word_index": pack(word_index, -1, -1, -1)}
-        if labels is not None:
-            out.update(self._labels(labels, words, word_index, pack))
-        return {k: v[0] for k, v in out.items()} if single else out
+        return pack
 
-    def split_text(self, text):
-        """Raw strings [batch] → `split_words(text)`, the text first cut to the bytes the window's
-        sub-tokens can come from (what `serving_default` and `dataset` split)."""
-        return split_words(self.cap(text, self.sequence_length - 2))
+    def _rows(self, pack, ids, word_index):
+        tok = self.tokenizer
+        return {"token_ids": pack(ids, tok.cls_token_id, tok.sep_token_id, tok.pad_token_id),
+                "segment_ids": pack(tf.zeros_like(ids), 0, 0, 0),
+                "padding_mask": pack(tf.ones_like(ids), 1, 1, 0),
+                "word_index": pack(word_index, -1, -1, -1)}
+
+    def split_text(self, text, tokens=None):
+        """Raw strings [batch] → `split_words(text)`, the text first cut to the bytes its first
+        `tokens` sub-tokens can come from (default: one row's, what `dataset` splits; a tagger
+        splits `max_context_length`'s for its `windows`)."""
+        return split_words(self.cap(text, tokens or self.sequence_length - 2))
 
     def _labels(self, labels, words, word_index, pack):
         labels, _ = self._ragged(labels, "labels", (tf.int32, tf.int64))
@@ -191,5 +241,6 @@ class BertTokenPreprocessor(PreprocessorBase):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"sequence_length": self.sequence_length})
+        config.update({"sequence_length": self.sequence_length, "doc_stride": self.doc_stride,
+                       "max_context_length": self.max_context_length})
         return config

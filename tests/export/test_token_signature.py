@@ -1,5 +1,6 @@
 """The token classifier's SavedModel: raw text in, entities out, all in the graph, equal to the
-Python reference (`tests.spans.reference_conll.tag_entities`) on the model before export."""
+Python reference on the model before export (`tests.spans.reference_tagging_windows`: a text
+longer than a row in run_squad.py's windows)."""
 
 import keras
 import numpy as np
@@ -11,13 +12,13 @@ from kbert.export import export_saved_model
 from kbert.export.signatures import ServingModule
 from kbert.models import BertBackbone, BertTokenClassifier
 from kbert.text import BertPreprocessor
-from tests.spans import reference_conll
+from tests.spans.reference_tagging_windows import window_entities
 from tests.spans.helpers import tiny_config, tokenizer
 
 TEXTS = ["Peter Smith visited Paris, France in 1990.", "", "   ",
          "The Eiffel tower was built ; the river Seine flows through Paris .",
          "John lives in Berlin's museum-city, Germany — unbelievable!",
-         "Café 東京 😀 don't who? " * 4]  # long: words past the window are "O"
+         "Café 東京 😀 don't who? " * 4]  # long: tagged in windows
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +36,8 @@ def exported(tmp_path_factory):
 
 def test_serving_default_returns_the_reference_entities(exported):
     model, path = exported
-    expected = reference_conll.tag_entities(model, tokenizer(), TEXTS, list(CONLL2003_LABELS),
-                                            sequence_length=24)
+    expected = window_entities(model, tokenizer(), TEXTS, list(CONLL2003_LABELS), 24,
+                               doc_stride=11)  # half a row, the default
     serve = tf.saved_model.load(str(path)).signatures["serving_default"]
     out = {k: v.numpy() for k, v in serve(text=tf.constant(TEXTS)).items()}
     assert sorted(out) == ["entity_count", "entity_end", "entity_label", "entity_start",

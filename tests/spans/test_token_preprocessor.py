@@ -13,6 +13,7 @@ from kbert.text.entity_decoding import decode_entities, word_tags
 from kbert.text.token_preprocessor import BertTokenPreprocessor, split_words
 from kbert.text.trim import trim_to_longest
 from tests.spans import reference_conll
+from tests.spans.reference_tagging_windows import window_features
 
 TRICKY = ["", " ", " \t\n\u3000\u00a0", "Café naïve résumé Ångström", "東京タワーは東京にある。",
           "don't stop, rock'n'roll’s O'Neil", "state-of-the-art -- well- -known -x- a--b",
@@ -224,3 +225,43 @@ def test_token_classifier_fits_and_predicts_on_words_and_raw_text(conll):
     np.testing.assert_allclose(model.predict(texts, batch_size=10, verbose=0), logits, atol=1e-5)
     with pytest.raises(ValueError, match="no sample_weight"):
         pre.dataset(words, labels, sample_weight=np.ones(32))
+
+
+@pytest.mark.parametrize("sequence_length, doc_stride, count", [(24, None, 120), (24, 5, 60),
+                                                                 (128, None, 0)])
+def test_windows_equal_run_squad_windows(tokenizer, conll, sequence_length, doc_stride, count):
+    """Real sentences, cut into run_squad.py's windows (`reference_tagging_windows`): at 24 most
+    need several, at 128 the one test sentence longer than a row (with the first 10)."""
+    pre = BertTokenPreprocessor(tokenizer, sequence_length, doc_stride=doc_stride)
+    sentences = conll["test"][:count]
+    if not count:
+        rows = pre(tf.ragged.constant([s.words for s in conll["test"]]))
+        long = np.nonzero(rows["padding_mask"].numpy()[:, -1])[0]
+        sentences = conll["test"][:10] + [conll["test"][n] for n in long if n >= 10]
+    word_lists = [s.words for s in sentences]
+    expected = window_features(word_lists, tokenizer, sequence_length, pre.doc_stride)
+    got = {k: v.numpy() for k, v in pre.windows(tf.ragged.constant(word_lists)).items()}
+    assert len(got["token_ids"]) > len(sentences)
+    for key, value in expected.items():
+        np.testing.assert_array_equal(got[key], value, err_msg=key)
+    # Every word is named once; a sentence that fits one row is packed as `call` packs it.
+    for n, words in enumerate(word_lists):
+        named = np.sort(got["word_index"][got["example_index"] == n].ravel())
+        assert named[named >= 0].tolist() == list(range(len(words)))
+    single = np.bincount(got["example_index"]) == 1
+    fits = pre(tf.ragged.constant([w for w, one in zip(word_lists, single) if one]))
+    alone = np.isin(got["example_index"], np.nonzero(single)[0])
+    for key in ("token_ids", "padding_mask", "word_index"):
+        np.testing.assert_array_equal(got[key][alone], fits[key].numpy(), err_msg=key)
+
+
+def test_windows_of_empty_and_capped_texts(tokenizer):
+    pre = BertTokenPreprocessor(tokenizer, 8, doc_stride=2, max_context_length=10)
+    words = tf.ragged.constant([[], ["paris"] * 30], tf.string)
+    got = pre.windows(words)
+    assert got["example_index"].numpy().tolist() == [0] + [1] * 3  # 1 + ceil((10 - 6) / 2)
+    assert got["token_ids"].numpy()[0].tolist()[:3] == [tokenizer.cls_token_id,
+                                                        tokenizer.sep_token_id, 0]
+    named = got["word_index"].numpy()[1:]
+    assert sorted(named[named >= 0].tolist()) == list(range(10))  # words past 10 pieces: "O"
+    assert BertTokenPreprocessor.from_config(pre.get_config()).get_config() == pre.get_config()

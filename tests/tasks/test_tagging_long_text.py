@@ -1,40 +1,55 @@
-"""`kbert predict` on a tagger: a text longer than one row of word pieces is tagged to its end,
-each further row from the first untagged word, as if its words were sent as a text alone."""
+"""A tagger on text longer than one row of word pieces (`kbert predict`, `kbert evaluate`):
+every word is tagged, in run_squad.py's windows, by its logits in the window that gives it the
+most context, equal to the reference (`tests.spans.reference_tagging_windows`)."""
 
+import keras
 import numpy as np
 
 from kbert.config import BertConfig
+from kbert.data.conll import TaggedSentence
+from kbert.evaluation.entities import entity_metrics
 from kbert.models import BertBackbone, BertTokenClassifier
 from kbert.tasks import get_spec
 from kbert.text import BertTokenizer, BertTokenPreprocessor
+from tests.spans.reference_tagging_windows import window_entities, window_tags
 from tests.tasks.helpers import VOCAB, WORDS
 
-LABELS = ["O", "B-PER", "I-PER"]
+LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+LENGTH = 8  # 6 word pieces a row, windows 3 apart
 
 
-def tagger(sequence_length):
-    backbone = BertBackbone(BertConfig(vocab_size=len(VOCAB), hidden_size=8, num_layers=1,
-                                       num_heads=2, intermediate_size=16,
+def tagger():
+    keras.utils.set_random_seed(5)
+    backbone = BertBackbone(BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_layers=2,
+                                       num_heads=2, intermediate_size=32,
                                        max_position_embeddings=32))
     model = BertTokenClassifier(backbone, label_names=LABELS, preprocessor=BertTokenPreprocessor(
-        BertTokenizer(VOCAB, lowercase=True), sequence_length=sequence_length))
-    kernel, bias = model.classifier.get_weights()
-    model.classifier.set_weights([np.zeros_like(kernel), np.array([0, 5, 0], "float32")])
-    return model  # every word's first piece says B-PER: each word one entity
+        BertTokenizer(VOCAB, lowercase=True), sequence_length=LENGTH))
+    kernel = model.classifier.kernel  # larger than the initializer's: varied tags
+    kernel.assign(np.random.default_rng(0).normal(size=kernel.shape).astype("float32") * 3)
+    return model
 
 
-def test_every_word_of_a_long_text_is_tagged():
-    model, spec = tagger(8), get_spec("conll", label_names=LABELS)  # 6 words a row
-    words = [WORDS[i % 20] for i in range(15)]
-    text = " ".join(words)
-    found = spec.predict(model, text=text)
-    assert [e["text"] for e in found] == words
-    assert all(text[e["start"]:e["end"]] == e["text"] and e["type"] == "PER" for e in found)
-    # rows of 6, 6 and 3 words: what each chunk gives alone, at its place in the text
-    chunks = [" ".join(words[i:i + 6]) for i in (0, 6, 12)]
-    offsets = [text.index(chunk) for chunk in chunks]
-    alone = [dict(e, start=e["start"] + at, end=e["end"] + at)
-             for chunk, at in zip(chunks, offsets) for e in spec.predict(model, text=chunk)]
-    assert found == alone
-    fine = [{"text": "fine", "type": "PER", "start": 0, "end": 4}]
-    assert spec.predict(model, text=["", text, "fine"]) == [[], found, fine]
+def test_a_long_text_is_tagged_to_its_end_in_windows():
+    model, spec = tagger(), get_spec("conll", label_names=LABELS)
+    rng = np.random.default_rng(1)
+    texts = ["", " ".join(rng.choice(WORDS, 40)), "fine film", " ".join(rng.choice(WORDS, 13))]
+    expected = window_entities(model, model.preprocessor.tokenizer, texts, LABELS, LENGTH,
+                               doc_stride=3)
+    assert spec.predict(model, text=texts) == expected
+    assert spec.predict(model, text=texts[1]) == expected[1]
+    assert expected[1][-1]["end"] > len(texts[1]) - 12  # entities to the end, several kinds
+    assert {e["type"] for e in expected[1]} == {"PER", "LOC"}
+
+
+def test_evaluate_scores_every_word_of_long_sentences():
+    model, spec = tagger(), get_spec("conll", label_names=LABELS)
+    rng = np.random.default_rng(2)
+    words = [list(rng.choice(WORDS, n)) for n in (3, 17, 30)]
+    gold = [list(rng.choice(LABELS, len(w))) for w in words]
+    examples = [TaggedSentence(w, g, f"s{n}") for n, (w, g) in enumerate(zip(words, gold))]
+    metrics, rows = spec.evaluate(model, examples)
+    predicted = window_tags(model, model.preprocessor.tokenizer, words, LABELS, LENGTH, 3)
+    assert [r["predicted"] for r in rows] == predicted
+    assert metrics["truncated_words"] == 0
+    assert metrics["f1"] == entity_metrics(gold, predicted)["f1"]
