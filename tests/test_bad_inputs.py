@@ -449,3 +449,71 @@ def test_token_labels_must_be_tag_ids():
     with pytest.raises(ValueError, match=r"Sentence 0: .*got -100 at \(1,\)"):  # HF's ignore id
         model.fit(packed(), np.array([[0, -100] + [0] * 6, [0] * 8]), verbose=0)
     model.fit(words, [[0, 2], [1]], verbose=0)
+
+
+def _dataset(x, *rest):
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices((x, *rest) if rest else x).batch(2)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"token_ids": 50}, r"token_ids must be vocabulary ids, in \[0, 50\); got a larger value"),
+    ({"segment_ids": -1}, r"segment_ids must be in \[0, 2\) .*; got a smaller value"),
+    ({"padding_mask": 3}, "padding_mask must be 0 or 1; got a larger value"),
+])
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_datasets_of_packed_inputs_are_checked_batch_by_batch(change, message, jit_compile):
+    """A tf.data dataset is read as the model runs: each batch is checked on its way in."""
+    import tensorflow as tf
+
+    import kbert
+
+    model = kbert.BertClassifier(kbert.BertBackbone(BertConfig(**SMALL)), num_classes=2)
+    model.compile(optimizer="adam", jit_compile=jit_compile)
+    x = packed(rows=4)
+    (key, value), = change.items()
+    x[key][3, 5] = value  # in the second batch only
+    for call in (lambda: model.predict(_dataset(x), verbose=0),
+                 lambda: model.evaluate(_dataset(x, np.array([0, 1, 0, 1])), verbose=0),
+                 lambda: model.fit(_dataset(x, np.array([0, 1, 0, 1])), verbose=0),
+                 lambda: model.fit(_dataset(packed(), np.array([0, 1])), verbose=0,
+                                   validation_data=_dataset(x, np.array([0, 1, 0, 1])))):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            call()
+    assert model.predict(_dataset(packed(rows=4)), verbose=0).shape == (4, 2)
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_dataset_labels_are_checked_against_the_head(jit_compile):
+    import tensorflow as tf
+
+    import kbert
+
+    model = kbert.BertClassifier(kbert.BertBackbone(BertConfig(**SMALL)), num_classes=2)
+    model.compile(optimizer="adam", jit_compile=jit_compile)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"labels must be class ids, in \[0, 2\); got a larger value"):
+        model.fit(_dataset(packed(rows=4), np.array([0, 1, 2, 1])), verbose=0)
+    before = [w.copy() for w in model.get_weights()]
+    model.fit(_dataset(packed(rows=4), np.array([0, 1, 1, 0])), verbose=0)
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+    assert any((a != b).any() for a, b in zip(before, model.get_weights()))
+    tagger = kbert.BertTokenClassifier(kbert.BertBackbone(BertConfig(**SMALL)), num_classes=3)
+    tagger.compile(optimizer="adam", jit_compile=jit_compile)
+    tags = np.zeros((4, 8), "int64")
+    tags[2, 1] = -100  # Hugging Face's ignore id: kbert weighs tokens instead
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"in \[0, 3\); got a smaller"):
+        tagger.fit(_dataset(packed(rows=4), tags, np.ones((4, 8), "float32")), verbose=0)
+
+
+def test_a_pretraining_dataset_checks_its_masked_positions():
+    import tensorflow as tf
+
+    import kbert
+
+    model = kbert.BertPretrainer(kbert.BertBackbone(BertConfig(**SMALL)))
+    x = {**packed(), "masked_positions": np.array([[1, 8], [0, 2]], "int32")}
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"masked_positions must be positions in the row, in \[0, seq\)"):
+        model.predict(_dataset(x), verbose=0)

@@ -25,11 +25,12 @@ Every export has these signatures, with method name "tensorflow/serving/predict"
   ([batch, seq], or [batch, num_choices, seq] for multiple choice), for clients that tokenize
   themselves. Same outputs. Ids outside the vocabulary, segments outside the model's types, a
   mask not 0/1, rows longer than the model's positions or inputs of different shapes get an
-  InvalidArgument error naming the input (`kbert.export.input_checks`).
+  InvalidArgument error naming the input (`kbert.models.input_checks`).
 
 Work per request is bounded: each text is cut, before tokenization, to the bytes its kept
-tokens can come from (`kbert.text.preprocessor_base`), and a span labeler's context to its first
-`max_context_length` sub-tokens (`BertSpanPreprocessor`).
+tokens can come from (`kbert.text.preprocessor_base`), and a span labeler's context or a token
+classifier's text to its first `max_context_length` sub-tokens (`BertSpanPreprocessor`,
+`BertTokenPreprocessor`).
 
 Outputs, by task:
 * classifier: `label_id` int32 [batch], `label` string [batch] (from `label_names`, default
@@ -43,8 +44,9 @@ Outputs, by task:
   `padding_mask` [batch, seq].
 * feature extractor: `features` [batch, seq, features] and `padding_mask`.
 * token classifier (NER): `serving_default` splits `text` into CoNLL-style words
-  (`kbert.text.word_split`), packs them (`BertTokenPreprocessor`) and returns the entities of
-  each input, padded to the batch's most: `entity_text`, `entity_label` string
+  (`kbert.text.word_split`), packs them in windows (`BertTokenPreprocessor.windows`: a text
+  longer than a row is tagged to its end, each word in its max-context window) and returns the
+  entities of each input, padded to the batch's most: `entity_text`, `entity_label` string
   [batch, max_entities] ("" padding), `entity_start`, `entity_end` int32 (character
   [start, end) in `text`, -1 padding) and `entity_count` int32 [batch]. `label_names` (default:
   the model's own) must be its IOB tags. `serve_token_ids` returns per-token `label_id`,
@@ -68,7 +70,7 @@ Outputs, by task:
 
 import tensorflow as tf
 
-from kbert.export.input_checks import check_token_inputs
+from kbert.models.input_checks import check_token_inputs
 from kbert.models.input_limits import check_preprocessor, model_limits
 from kbert.export.serving_tasks import label_names_for, num_choices, num_classes, task_for
 from kbert.models.backbone import INPUT_KEYS

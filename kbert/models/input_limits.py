@@ -3,7 +3,8 @@
 Beyond its limits the embedding lookup fails without XLA and, under XLA (kbert's default for
 inputs of one length), reads a clamped row: an answer, but garbage. Task models check their
 preprocessor when built and packed arrays given to `fit` / `evaluate` / `predict`; exports
-check their preprocessor, and `kbert.export.input_checks` each request.
+check their preprocessor, and `kbert.models.input_checks` each request (and each batch of a
+dataset given to a task model).
 """
 
 import dataclasses

@@ -212,14 +212,33 @@ class BertTask(keras.Model):
     def _check(self, x, y=None):
         """Packed arrays must hold what the backbone embeds and labels what the head scores:
         under XLA an id beyond its tables would read a clamped row, and a label beyond the
-        logits makes the loss NaN, neither an error (`check_packed_inputs`, `_check_labels`)."""
+        logits makes the loss NaN, neither an error (`check_packed_inputs`, `_check_labels`).
+        Returns `x`; a dataset of packed inputs is returned wrapped, so that each batch is
+        checked as it is read (`kbert.models.input_checks`)."""
         if isinstance(x, dict):
             check_packed_inputs(model_limits(self.backbone), x)
+        elif _is_packed(x) and hasattr(x, "map"):  # a tf.data.Dataset
+            from kbert.models.input_checks import checked_dataset
+
+            spec = x.element_spec
+            labels = spec[1] if isinstance(spec, tuple) and len(spec) > 1 else None
+            return checked_dataset(x, model_limits(self.backbone),
+                                   self._dataset_label_classes(labels))
         self._check_labels(y)
+        return x
 
     def _check_labels(self, y):
         if self.label_classes is not None:
             check_class_labels(y, self.label_classes)
+
+    def _dataset_label_classes(self, spec):
+        """The classes a dataset's labels (`spec`: a TensorSpec) index when they are this
+        head's sparse class ids, [batch] or [batch, 1] integers, else None (not checked)."""
+        rank = getattr(getattr(spec, "shape", None), "rank", None)
+        sparse = rank == 1 or (rank == 2 and spec.shape[-1] == 1)
+        if self.label_classes is None or not sparse or not spec.dtype.is_integer:
+            return None
+        return self.label_classes
 
     def _text_dataset(self, x, *args, **kwargs):
         """The preprocessor's batches, each cut to its longest row (rounded up to a few sizes
@@ -231,11 +250,11 @@ class BertTask(keras.Model):
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
             shuffle=True, validation_split=0.0, **kwargs):
-        self._check(x, y)
+        x = self._check(x, y)
         if isinstance(validation_data, tuple):
             self._check(*validation_data[:2] or (None,))
         else:
-            self._check(validation_data)
+            validation_data = self._check(validation_data)
         rows = batch_size or 32
         if self._raw(x):
             if validation_split and validation_data is None:
@@ -270,7 +289,7 @@ class BertTask(keras.Model):
             self.optimizer.build(self.trainable_variables)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
-        self._check(x, y)
+        x = self._check(x, y)
         if self._raw(x):
             x = self._text_dataset(x, y, sample_weight, batch_size or 32)
             y = sample_weight = batch_size = None
@@ -279,7 +298,7 @@ class BertTask(keras.Model):
                                 **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
-        self._check(x)
+        x = self._check(x)
         if self._raw(x):
             x = self._text_dataset(x, batch_size=batch_size or 32)
             batch_size = None

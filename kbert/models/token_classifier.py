@@ -92,6 +92,11 @@ class BertTokenClassifier(BertTask):
             except ValueError as error:
                 raise ValueError(f"Sentence {n}: {error}") from None
 
+    def _dataset_label_classes(self, spec):
+        """A dataset's [batch, seq] integer labels are tag ids."""
+        rank = getattr(getattr(spec, "shape", None), "rank", None)
+        return self.num_classes if rank == 2 and spec.dtype.is_integer else None
+
     def compile(self, optimizer="adam", loss=None, weighted_metrics=None, **kwargs):
         """Compiles with token cross-entropy (mean over weighted tokens) and weighted accuracy
         unless others are given."""

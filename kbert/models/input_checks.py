@@ -1,0 +1,85 @@
+"""The input checks of `kbert.models.input_limits` as graph ops, where the values are not known
+when the model is called: each request to an export, each batch of a dataset given to `fit` /
+`evaluate` / `predict`.
+
+`serve_token_ids` takes ids from clients that tokenize themselves. Without checks, an embedding
+lookup wraps negative ids (keras.ops.take follows numpy: token id -5 answered as id
+vocab_size - 5, segment -1 as 1) and a padding mask of 5 counts as 1: answers to requests that
+mean nothing; under XLA an id past the table reads a clamped row, and a label past the logits
+makes the loss NaN. Here each becomes an InvalidArgument error that names the input and the
+allowed range, before the model runs.
+"""
+
+import tensorflow as tf
+
+from kbert.models.backbone import INPUT_KEYS
+
+
+def _in_range(values, allowed, low, high):
+    """Asserts low <= values < high (no upper bound when high is None); `allowed` says what
+    the input may hold, in the error."""
+    checks = [tf.debugging.assert_greater_equal(tf.reduce_min(values), tf.cast(low, values.dtype),
+                                                message=f"{allowed}; got a smaller value")]
+    if high is not None:
+        checks.append(tf.debugging.assert_less(tf.reduce_max(values),
+                                               tf.cast(high, values.dtype),
+                                               message=f"{allowed}; got a larger value"))
+    return checks
+
+
+def check_token_inputs(features, limits):
+    """`features` ({token_ids, segment_ids, padding_mask}, optionally a pre-trainer's
+    `masked_positions`; integers, the first three of one shape [..., seq]) with control
+    dependencies on every check; a failed one raises InvalidArgumentError."""
+    ids = features["token_ids"]
+    shape = tf.shape(ids)
+    checks = []
+    for key in INPUT_KEYS[1:]:
+        checks.append(tf.debugging.assert_equal(
+            tf.shape(features[key]), shape,
+            message=f"{key} must have the shape of token_ids ([batch, seq])"))
+    with tf.control_dependencies(checks):  # ranges only over inputs of one shape
+        checks = []
+        if limits.max_positions is not None:
+            checks.append(tf.debugging.assert_less_equal(
+                shape[-1], limits.max_positions,
+                message=f"token_ids rows must hold at most {limits.max_positions} tokens (the "
+                        f"model's positions); got longer rows"))
+        vocab, types = limits.vocab_size, limits.type_vocab_size
+        checks += _in_range(ids, "token_ids must be vocabulary ids, in "
+                            f"[0, {'...' if vocab is None else vocab})", 0, vocab)
+        checks += _in_range(features["segment_ids"], "segment_ids must be in "
+                            f"[0, {'...' if types is None else types}) (the model's segment "
+                            "types)", 0, types)
+        checks += _in_range(features["padding_mask"], "padding_mask must be 0 or 1", 0, 2)
+        if "masked_positions" in features:
+            checks += _in_range(features["masked_positions"], "masked_positions must be "
+                                "positions in the row, in [0, seq)", 0, shape[-1])
+    with tf.control_dependencies(checks):
+        return {k: tf.identity(v) for k, v in features.items()}
+
+
+def check_label_ids(labels, classes):
+    """`labels` (integers) with a control dependency on 0 <= labels < `classes`."""
+    with tf.control_dependencies(_in_range(labels, f"labels must be class ids, in [0, "
+                                           f"{classes})", 0, classes)):
+        return tf.identity(labels)
+
+
+def checked_dataset(dataset, limits, label_classes=None):
+    """`dataset` (elements `inputs`, `(inputs,)`, `(inputs, labels)` or `(inputs, labels,
+    weights)`, inputs a dict of packed ids) with every batch checked as it is read
+    (`check_token_inputs`; the labels by `check_label_ids` when `label_classes` is given)."""
+    def check(inputs, *rest):
+        inputs = {**inputs, **check_token_inputs(
+            {k: v for k, v in inputs.items() if k in (*INPUT_KEYS, "masked_positions")},
+            limits)}
+        if label_classes is not None and rest:
+            rest = (check_label_ids(rest[0], label_classes),) + rest[1:]
+        return (inputs, *rest)
+
+    single = not isinstance(dataset.element_spec, tuple)
+    # A parallel map runs ahead of the model as a prefetch would; it keeps `dataset`'s options
+    # (kbert's own datasets turn tf.data's autotuner off: `kbert.text.datasets.prefetched`).
+    return dataset.map((lambda x: check(x)[0]) if single else check,
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
