@@ -118,7 +118,10 @@ class BertTokenPreprocessor(PreprocessorBase):
         `word_index` naming a word only in the window where its first sub-token has the most
         context, so that every word is tagged once; and int32 [W] `example_index`, the input
         row of each window. A text that fits one row gives that row, as `call` packs it."""
-        _, _, ids, word_index = self._pieces(words, self.max_context_length)
+        # n pieces come from n words at most: the text beyond is never tokenized.
+        words, _ = self._ragged(words, "words", (tf.string,))
+        _, _, ids, word_index = self._pieces(words[:, :self.max_context_length],
+                                             self.max_context_length)
         ids, word_index = (t[:, :self.max_context_length] for t in (ids, word_index))
         n = ids.row_lengths()
         example, begin, length = window_plan(n, self.sequence_length - 2, self.doc_stride)
