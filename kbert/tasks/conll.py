@@ -154,6 +154,8 @@ class ConllTask(TaskSpec):
         if text is None:
             raise ValueError("A conll model needs text.")
         single = isinstance(text, str)
+        if not single and not len(text):
+            return []
         pre = model.preprocessor
         words, starts, ends, clean = pre.split_text(
             tf.constant([text] if single else list(text), tf.string), pre.max_context_length)

@@ -60,7 +60,7 @@ class BertTokenPreprocessor(PreprocessorBase):
       tokenizer: a `BertTokenizer`.
       sequence_length: the packed length, [CLS] and [SEP] included.
       doc_stride: how far apart `windows` start, in sub-tokens (default: half a row, so that
-        every word has at least a quarter row of context on each side where the text has it).
+        each word has about a quarter row of context on each side, where the text has it).
       max_context_length: the sub-tokens of a text that `windows` tag (the rest is "O").
     """
 

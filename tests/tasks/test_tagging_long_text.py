@@ -38,6 +38,7 @@ def test_a_long_text_is_tagged_to_its_end_in_windows():
                                doc_stride=3)
     assert spec.predict(model, text=texts) == expected
     assert spec.predict(model, text=texts[1]) == expected[1]
+    assert spec.predict(model, text=[]) == []
     assert expected[1][-1]["end"] > len(texts[1]) - 12  # entities to the end, several kinds
     assert {e["type"] for e in expected[1]} == {"PER", "LOC"}
 
