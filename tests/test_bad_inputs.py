@@ -482,6 +482,8 @@ def test_datasets_of_packed_inputs_are_checked_batch_by_batch(change, message, j
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             call()
     assert model.predict(_dataset(packed(rows=4)), verbose=0).shape == (4, 2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        model.backbone.predict(_dataset(x), verbose=0)
 
 
 @pytest.mark.parametrize("jit_compile", [True, False])
