@@ -1,4 +1,5 @@
-"""What a backbone can embed, and the checks that its inputs hold nothing beyond it.
+"""What a backbone can embed, and the checks that its inputs hold nothing beyond it (and that
+sparse labels are class ids the head scores).
 
 Beyond its limits the embedding lookup fails without XLA and, under XLA (kbert's default for
 inputs of one length), reads a clamped row: an answer, but garbage. Task models check their
@@ -90,3 +91,25 @@ def check_packed_inputs(limits, features):
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             raise ValueError(f"{key} must be {meaning}, in [0, {'...' if high is None else high})"
                              f"; got {array[where]} at {where}.")
+
+
+def check_class_labels(y, classes):
+    """Raises ValueError unless sparse array-like labels `y` ([batch] or [batch, 1]) are class
+    ids in [0, `classes`): without XLA TensorFlow's cross-entropy fails deep in the graph, and
+    under XLA its loss is NaN, which the optimizer then writes into every weight. Dense targets
+    ([batch, classes]: one-hot, soft), datasets and symbolic tensors pass."""
+    if y is None or isinstance(y, dict) or hasattr(y, "element_spec"):
+        return
+    try:
+        labels = np.asarray(y)
+    except NotImplementedError:  # a symbolic tensor
+        return
+    if labels.ndim > 2 or (labels.ndim == 2 and labels.shape[1] != 1):
+        return
+    if labels.dtype.kind not in "biuf":
+        raise ValueError(f"Labels must be class ids, got dtype {labels.dtype}.")
+    bad = (labels < 0) | (labels >= classes) | (labels != np.round(labels))
+    if labels.size and bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"Labels must be class ids, integers in [0, {classes}); got "
+                         f"{labels[where]} at {where}.")

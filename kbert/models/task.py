@@ -4,12 +4,12 @@ raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`.""
 import math
 
 import keras
-import numpy as np
 
 from kbert import tensorflow_backend
 from kbert.models import xla
 from kbert.models.backbone import INPUT_KEYS, BertBackbone, check_model_kwargs
-from kbert.models.input_limits import check_packed_inputs, check_preprocessor, model_limits
+from kbert.models.input_limits import (check_class_labels, check_packed_inputs,
+                                       check_preprocessor, model_limits)
 
 
 def _is_packed(x):
@@ -66,28 +66,6 @@ def _holds_nothing(x):
     if shape is not None:
         return len(shape) > 0 and shape[0] == 0
     return isinstance(first, (list, tuple)) and len(first) == 0
-
-
-def check_class_labels(y, classes):
-    """Raises ValueError unless sparse array-like labels `y` ([batch] or [batch, 1]) are class
-    ids in [0, `classes`): without XLA TensorFlow's cross-entropy fails deep in the graph, and
-    under XLA its loss is NaN, which the optimizer then writes into every weight. Dense targets
-    ([batch, classes]: one-hot, soft), datasets and symbolic tensors pass."""
-    if y is None or isinstance(y, dict) or hasattr(y, "element_spec"):
-        return
-    try:
-        labels = np.asarray(y)
-    except NotImplementedError:  # a symbolic tensor
-        return
-    if labels.ndim > 2 or (labels.ndim == 2 and labels.shape[1] != 1):
-        return
-    if labels.dtype.kind not in "biuf":
-        raise ValueError(f"Labels must be class ids, got dtype {labels.dtype}.")
-    bad = (labels < 0) | (labels >= classes) | (labels != np.round(labels))
-    if labels.size and bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"Labels must be class ids, integers in [0, {classes}); got "
-                         f"{labels[where]} at {where}.")
 
 
 class BertTask(keras.Model):
@@ -217,7 +195,7 @@ class BertTask(keras.Model):
         checked as it is read (`kbert.models.input_checks`)."""
         if isinstance(x, dict):
             check_packed_inputs(model_limits(self.backbone), x)
-        elif _is_packed(x) and hasattr(x, "map"):  # a tf.data.Dataset
+        elif _is_packed(x) and hasattr(x, "map"):  # a dataset, read batch by batch
             from kbert.models.input_checks import checked_dataset
 
             spec = x.element_spec

@@ -5,7 +5,8 @@ import numpy as np
 
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
-from kbert.models.task import BertTask, check_class_labels
+from kbert.models.input_limits import check_class_labels
+from kbert.models.task import BertTask
 from kbert.models.feature_extractor import BertFeatureExtractor, PaddingToMask
 
 
