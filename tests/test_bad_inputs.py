@@ -519,3 +519,57 @@ def test_a_pretraining_dataset_checks_its_masked_positions():
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=r"masked_positions must be positions in the row, in \[0, seq\)"):
         model.predict(_dataset(x), verbose=0)
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_span_targets_must_be_positions_in_the_row(jit_compile):
+    """A start or end past the row is a label past the logits: NaN weights under XLA."""
+    import tensorflow as tf
+
+    import kbert
+
+    model = kbert.BertSpanLabeler(kbert.BertBackbone(BertConfig(**SMALL)))
+    model.compile(optimizer="adam", jit_compile=jit_compile)
+    x = packed(rows=4)
+    y = {"start_logits": np.array([1, 2, 0, 3]), "end_logits": np.array([1, 4, 0, 8])}
+    message = r"end_logits labels must be end positions in the row, "
+    with pytest.raises(ValueError, match=message + r"integers in \[0, 8\); got 8 at \(3,\)"):
+        model.fit(x, y, verbose=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message + r"in \[0, seq\)"):
+        model.fit(_dataset(x, y), verbose=0)
+    y["end_logits"][3] = 7
+    model.fit(_dataset(x, y), verbose=0)
+    model.fit(x, y, verbose=0)
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_pretraining_targets_must_be_vocabulary_ids_and_nsp_labels(jit_compile):
+    import tensorflow as tf
+
+    import kbert
+
+    model = kbert.BertPretrainer(kbert.BertBackbone(BertConfig(**SMALL)))
+    model.compile(optimizer="adam", jit_compile=jit_compile)
+    x = {**packed(rows=4), "masked_positions": np.array([[1, 2]] * 4, "int32")}
+    y = {"mlm": np.full((4, 2), 7), "nsp": np.array([0, 1, 1, 0])}
+    y["mlm"][2, 1] = 50
+    mlm = r"mlm labels must be vocabulary ids, "
+    with pytest.raises(ValueError, match=mlm + r"integers in \[0, 50\); got 50 at \(2, 1\)"):
+        model.fit(x, y, verbose=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=mlm + r"in \[0, 50\)"):
+        model.fit(_dataset(x, y), verbose=0)
+    y["mlm"][2, 1] = 7
+    y["nsp"][0] = -1
+    with pytest.raises(ValueError, match=r"nsp labels must be next-sentence labels .*got -1"):
+        model.evaluate(x, y, verbose=0)
+    y["nsp"][0] = 1
+    model.fit(x, y, verbose=0)
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    raw = kbert.BertPretrainer(model.backbone, preprocessor=kbert.BertMaskedLMPreprocessor(
+        tokenizer, sequence_length=16))
+    raw.compile(optimizer="adam", jit_compile=jit_compile)
+    with pytest.raises(ValueError, match=r"Labels must be class ids, integers in \[0, 2\); got 2"):
+        raw.fit((["w1 w2", "w3"], ["w4", "w5 w6"]), np.array([0, 2]), verbose=0)

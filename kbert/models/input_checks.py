@@ -59,23 +59,38 @@ def check_token_inputs(features, limits):
         return {k: tf.identity(v) for k, v in features.items()}
 
 
-def check_label_ids(labels, classes):
-    """`labels` (integers) with a control dependency on 0 <= labels < `classes`."""
-    with tf.control_dependencies(_in_range(labels, f"labels must be class ids, in [0, "
-                                           f"{classes})", 0, classes)):
+def check_label_ids(labels, classes, name="labels", meaning="class ids"):
+    """`labels` (integers) with a control dependency on 0 <= labels < `classes` (an int, or a
+    scalar tensor: the row length, named "seq" in the error)."""
+    bound = classes if isinstance(classes, int) else "seq"
+    with tf.control_dependencies(_in_range(labels, f"{name} must be {meaning}, in [0, {bound})",
+                                           0, classes)):
         return tf.identity(labels)
 
 
-def checked_dataset(dataset, limits, label_classes=None):
+def checked_dataset(dataset, limits, label_classes=None, label_ranges=None):
     """`dataset` (elements `inputs`, `(inputs,)`, `(inputs, labels)` or `(inputs, labels,
     weights)`, inputs a dict of packed ids) with every batch checked as it is read
-    (`check_token_inputs`; the labels by `check_label_ids` when `label_classes` is given)."""
+    (`check_token_inputs`). Labels are checked by `check_label_ids`: against `label_classes`
+    when given, or, for a dict of labels, each integer one against `label_ranges(row length)`'s
+    {output: (classes, meaning)}."""
+    def check_labels(labels, length):
+        if label_classes is not None:
+            return check_label_ids(labels, label_classes)
+        if label_ranges is None or not isinstance(labels, dict):
+            return labels
+        checked = dict(labels)
+        for key, (classes, meaning) in label_ranges(length).items():
+            if key in labels and labels[key].dtype.is_integer:
+                checked[key] = check_label_ids(labels[key], classes, f"{key} labels", meaning)
+        return checked
+
     def check(inputs, *rest):
         inputs = {**inputs, **check_token_inputs(
             {k: v for k, v in inputs.items() if k in (*INPUT_KEYS, "masked_positions")},
             limits)}
-        if label_classes is not None and rest:
-            rest = (check_label_ids(rest[0], label_classes),) + rest[1:]
+        if rest:
+            rest = (check_labels(rest[0], tf.shape(inputs["token_ids"])[-1]),) + rest[1:]
         return (inputs, *rest)
 
     single = not isinstance(dataset.element_spec, tuple)

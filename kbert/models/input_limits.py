@@ -1,5 +1,5 @@
 """What a backbone can embed, and the checks that its inputs hold nothing beyond it (and that
-sparse labels are class ids the head scores).
+sparse labels are ids its heads score).
 
 Beyond its limits the embedding lookup fails without XLA and, under XLA (kbert's default for
 inputs of one length), reads a clamped row: an answer, but garbage. Task models check their
@@ -93,23 +93,36 @@ def check_packed_inputs(limits, features):
                              f"; got {array[where]} at {where}.")
 
 
-def check_class_labels(y, classes):
-    """Raises ValueError unless sparse array-like labels `y` ([batch] or [batch, 1]) are class
-    ids in [0, `classes`): without XLA TensorFlow's cross-entropy fails deep in the graph, and
-    under XLA its loss is NaN, which the optimizer then writes into every weight. Dense targets
-    ([batch, classes]: one-hot, soft), datasets and symbolic tensors pass."""
+def check_class_labels(y, classes, name="Labels", meaning="class ids", any_shape=False):
+    """Raises ValueError unless sparse array-like labels `y` ([batch] or [batch, 1]; any shape
+    with `any_shape`) are `meaning`, integers in [0, `classes`): without XLA TensorFlow's
+    cross-entropy fails deep in the graph, and under XLA its loss is NaN, which the optimizer
+    then writes into every weight. Dense targets ([batch, classes]: one-hot, soft), datasets and
+    symbolic tensors pass."""
     if y is None or isinstance(y, dict) or hasattr(y, "element_spec"):
         return
     try:
         labels = np.asarray(y)
     except NotImplementedError:  # a symbolic tensor
         return
-    if labels.ndim > 2 or (labels.ndim == 2 and labels.shape[1] != 1):
+    if not any_shape and (labels.ndim > 2 or (labels.ndim == 2 and labels.shape[1] != 1)):
         return
     if labels.dtype.kind not in "biuf":
-        raise ValueError(f"Labels must be class ids, got dtype {labels.dtype}.")
+        raise ValueError(f"{name} must be {meaning}, got dtype {labels.dtype}.")
     bad = (labels < 0) | (labels >= classes) | (labels != np.round(labels))
     if labels.size and bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"Labels must be class ids, integers in [0, {classes}); got "
+        raise ValueError(f"{name} must be {meaning}, integers in [0, {classes}); got "
                          f"{labels[where]} at {where}.")
+
+
+def check_output_labels(y, token_ids, label_ranges):
+    """Raises ValueError unless each sparse label array of the dict `y` (one per output) holds
+    ids its output scores: `label_ranges(sequence_length)` gives {output: (classes, meaning)}
+    for rows as long as `token_ids`' (a span model's labels are positions in the row)."""
+    if not isinstance(y, dict) or token_ids is None or np.ndim(token_ids) == 0:
+        return
+    ranges = label_ranges(np.shape(token_ids)[-1])
+    for key, (classes, meaning) in ranges.items():
+        if key in y:
+            check_class_labels(y[key], classes, f"{key} labels", meaning, any_shape=True)

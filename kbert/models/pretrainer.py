@@ -79,6 +79,17 @@ class BertPretrainer(BertTask):
     def task_config(self):
         return {"use_nsp": self.use_nsp}
 
+    @property
+    def label_classes(self):
+        """Raw text's labels are NSP labels."""
+        return 2 if self.use_nsp else None
+
+    def label_ranges(self, sequence_length):
+        ranges = {"mlm": (self.backbone.config.vocab_size, "vocabulary ids")}
+        if self.use_nsp:
+            ranges["nsp"] = (2, "next-sentence labels (0 = IsNext, 1 = NotNext)")
+        return ranges
+
     # --- raw text: NSP labels must match the heads -------------------------------------------
 
     def _check_nsp_labels(self, x, y):

@@ -81,3 +81,7 @@ class BertSpanLabeler(BertTask):
                        "end_logits": [keras.metrics.SparseCategoricalAccuracy("accuracy")]}
         super().compile(optimizer=optimizer, loss=loss, loss_weights=loss_weights,
                         metrics=metrics, **kwargs)
+
+    def label_ranges(self, sequence_length):
+        return {"start_logits": (sequence_length, "start positions in the row"),
+                "end_logits": (sequence_length, "end positions in the row")}

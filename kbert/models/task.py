@@ -8,8 +8,8 @@ import keras
 from kbert import tensorflow_backend
 from kbert.models import xla
 from kbert.models.backbone import INPUT_KEYS, BertBackbone, check_model_kwargs
-from kbert.models.input_limits import (check_class_labels, check_packed_inputs,
-                                       check_preprocessor, model_limits)
+from kbert.models.input_limits import (check_class_labels, check_output_labels,
+                                       check_packed_inputs, check_preprocessor, model_limits)
 
 
 def _is_packed(x):
@@ -86,6 +86,12 @@ class BertTask(keras.Model):
     label_classes = None
     """How many classes the head's sparse labels index (None: its targets are not class ids);
     `fit` and `evaluate` check array labels against it."""
+
+    def label_ranges(self, sequence_length):
+        """For a head with several outputs: {output: (classes, meaning)}, what each output's
+        sparse labels index for packed rows of `sequence_length` (an int, or a scalar tensor
+        in a dataset's map); `fit` and `evaluate` check dict labels against it."""
+        return {}
 
     def __init__(self, inputs, outputs, preprocessor=None, **kwargs):
         check_model_kwargs(type(self), kwargs)
@@ -195,13 +201,14 @@ class BertTask(keras.Model):
         checked as it is read (`kbert.models.input_checks`)."""
         if isinstance(x, dict):
             check_packed_inputs(model_limits(self.backbone), x)
+            check_output_labels(y, x.get("token_ids"), self.label_ranges)
         elif _is_packed(x) and hasattr(x, "map"):  # a dataset, read batch by batch
             from kbert.models.input_checks import checked_dataset
 
             spec = x.element_spec
             labels = spec[1] if isinstance(spec, tuple) and len(spec) > 1 else None
             return checked_dataset(x, model_limits(self.backbone),
-                                   self._dataset_label_classes(labels))
+                                   self._dataset_label_classes(labels), self.label_ranges)
         self._check_labels(y)
         return x
 
