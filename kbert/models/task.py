@@ -87,12 +87,6 @@ class BertTask(keras.Model):
     """How many classes the head's sparse labels index (None: its targets are not class ids);
     `fit` and `evaluate` check array labels against it."""
 
-    def label_ranges(self, sequence_length):
-        """For a head with several outputs: {output: (classes, meaning)}, what each output's
-        sparse labels index for packed rows of `sequence_length` (an int, or a scalar tensor
-        in a dataset's map); `fit` and `evaluate` check dict labels against it."""
-        return {}
-
     def __init__(self, inputs, outputs, preprocessor=None, **kwargs):
         check_model_kwargs(type(self), kwargs)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
@@ -101,6 +95,12 @@ class BertTask(keras.Model):
         self.preprocessor = preprocessor
 
     def task_config(self) -> dict:
+        return {}
+
+    def label_ranges(self, sequence_length):
+        """For a head with several outputs: {output: (classes, meaning)}, what each output's
+        sparse labels index for packed rows of `sequence_length` (an int, or a scalar tensor
+        in a dataset's map); `fit` and `evaluate` check dict labels against it."""
         return {}
 
     def get_config(self):
@@ -234,7 +234,11 @@ class BertTask(keras.Model):
                                          **kwargs)
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
-            shuffle=True, validation_split=0.0, **kwargs):
+            shuffle=None, validation_split=0.0, **kwargs):
+        """Keras' `fit`, with raw text and input checks. `shuffle` defaults to True for arrays
+        and raw text, False for a dataset (shuffled by its maker; Keras ignores it and warns)."""
+        if shuffle is None:
+            shuffle = not hasattr(x, "element_spec")
         x = self._check(x, y)
         if isinstance(validation_data, tuple):
             self._check(*validation_data[:2] or (None,))

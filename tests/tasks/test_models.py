@@ -170,3 +170,30 @@ def test_loaded_classifier_is_compiled_and_resumes_training_exactly(config, tmp_
     loaded.train_on_batch(x, y)
     for ours, theirs in zip(model.weights, loaded.weights):
         np.testing.assert_allclose(theirs.numpy(), ours.numpy(), rtol=0, atol=1e-6)
+
+
+def test_fit_leaves_a_datasets_order_to_the_dataset(one_block, monkeypatch):
+    """Keras ignores `shuffle` for a dataset and warns on each `fit`; kbert's default leaves it
+    out there and shuffles arrays as Keras does."""
+    import warnings
+
+    import tensorflow as tf
+
+    model = BertClassifier(BertBackbone(one_block), num_classes=2)
+    model.compile(optimizer="adam")
+    x, y = make_inputs(4, 8, len(VOCAB), seed=0), np.array([0, 1, 1, 0])
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(dataset, verbose=0)
+    assert not [w for w in caught if "shuffle" in str(w.message)]
+    with pytest.warns(UserWarning, match="`shuffle=True` was passed, but will be ignored"):
+        model.fit(dataset, shuffle=True, verbose=0)  # asked for: Keras says what it does
+
+    from keras.src.trainers import data_adapters
+
+    seen, original = [], data_adapters.get_data_adapter
+    monkeypatch.setattr(data_adapters, "get_data_adapter",
+                        lambda *a, **kw: seen.append(kw.get("shuffle")) or original(*a, **kw))
+    model.fit(x, y, verbose=0)
+    assert seen[0] is True
