@@ -573,3 +573,27 @@ def test_pretraining_targets_must_be_vocabulary_ids_and_nsp_labels(jit_compile):
     raw.compile(optimizer="adam", jit_compile=jit_compile)
     with pytest.raises(ValueError, match=r"Labels must be class ids, integers in \[0, 2\); got 2"):
         raw.fit((["w1 w2", "w3"], ["w4", "w5 w6"]), np.array([0, 2]), verbose=0)
+
+
+@pytest.mark.parametrize("starts, ends, found", [
+    ([3, 300], [5, 305], r"question\] \[w3\] .* \[300\] \[305\] \[in a context of\] \[5\]"),
+    ([6, 0], [3, 2], r"question\] \[w1 w2\] .* \[6\] \[3\] \[in a context of\] \[11\]"),
+])
+def test_answer_spans_outside_their_context_are_refused(starts, ends, found):
+    """Such a span covers no token, so its windows were left out as unmappable: `fit` trained
+    on nothing and returned an empty history."""
+    import tensorflow as tf
+
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    model = kbert.BertSpanLabeler(kbert.BertBackbone(BertConfig(**SMALL)),
+                                  preprocessor=kbert.BertSpanPreprocessor(tokenizer, 16))
+    model.compile(optimizer="adam")
+    x = (["w1 w2", "w3"], ["w4 w5 w6 w7", "w8 w9"])
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="answer spans must lie in their context: 0 <= answer_start < "
+                             "answer_end <= its length in characters .*" + found):
+        model.fit(x, (np.array(starts), np.array(ends)), verbose=0)
+    history = model.fit(x, (np.array([3, -1]), np.array([5, -1])), verbose=0).history
+    assert np.isfinite(history["loss"][0])

@@ -72,10 +72,29 @@ def _answer_chars(x, what, rows):
         return tf.identity(x)
 
 
+def _check_spans(answer_starts, answer_ends, questions, contexts):
+    """(answer_starts, answer_ends), asserted to lie in their contexts: 0 <= start < end <= the
+    context's characters, or start < 0 (no answer). A span past its context covers no token:
+    its windows would be left out as unmappable, and a `fit` on such spans trained on nothing."""
+    length = tf.cast(tf.strings.length(contexts, unit="UTF8_CHAR"), tf.int64)
+    bad = (answer_starts >= 0) & ((answer_ends <= answer_starts) | (answer_ends > length))
+    first = tf.argmax(tf.cast(bad, tf.int32), output_type=tf.int64)  # 0 when none is bad
+    at = lambda t: tf.gather(tf.concat([t, tf.zeros([1], t.dtype)], 0), first)  # [] has no 0
+    check = tf.debugging.Assert(
+        tf.logical_not(tf.reduce_any(bad)),
+        ["answer spans must lie in their context: 0 <= answer_start < answer_end <= its "
+         "length in characters (answer_start -1: no answer); the question", at(questions),
+         "has [answer_start, answer_end) =", at(answer_starts), at(answer_ends),
+         "in a context of", at(length), "characters"], summarize=1)
+    with tf.control_dependencies([check]):
+        return tf.identity(answer_starts), tf.identity(answer_ends)
+
+
 @keras.saving.register_keras_serializable(package="kbert")
 class BertSpanPreprocessor(PreprocessorBase):
     """Questions and contexts (string [batch]), optionally answer character spans (int
-    [batch], [start, end) in code points, -1 = no answer) → a dict of windows, W rows:
+    [batch], [start, end) in code points inside the context, -1 = no answer; others fail
+    `_check_spans`) → a dict of windows, W rows:
     int32 [W, sequence_length] `token_ids`, `segment_ids`, `padding_mask`, `token_start`,
     `token_end` (each context token's characters in its context, -1 elsewhere),
     `max_context` (1 where this window is the token's best), int32 [W] `example_index`; with
@@ -139,8 +158,9 @@ class BertSpanPreprocessor(PreprocessorBase):
                          window(ends), tf.cast(is_max, tf.int32))
         out["example_index"] = tf.cast(example, tf.int32)
         if answer_starts is not None:
-            answer = (_answer_chars(answer_starts, "answer_starts", rows),
-                      _answer_chars(answer_ends, "answer_ends", rows))
+            answer = _check_spans(_answer_chars(answer_starts, "answer_starts", rows),
+                                  _answer_chars(answer_ends, "answer_ends", rows),
+                                  questions, contexts)
             first, last = answer_tokens(starts, ends, *answer)
             out.update(self._targets(example, begin, length, tf.gather(q, example) + 2,
                                      first, last, answer[0] >= 0))
