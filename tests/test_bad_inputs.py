@@ -571,8 +571,14 @@ def test_pretraining_targets_must_be_vocabulary_ids_and_nsp_labels(jit_compile):
     raw = kbert.BertPretrainer(model.backbone, preprocessor=kbert.BertMaskedLMPreprocessor(
         tokenizer, sequence_length=16))
     raw.compile(optimizer="adam", jit_compile=jit_compile)
-    with pytest.raises(ValueError, match=r"Labels must be class ids, integers in \[0, 2\); got 2"):
+    with pytest.raises(ValueError, match=r"nsp labels must be next-sentence labels .*got 2"):
         raw.fit((["w1 w2", "w3"], ["w4", "w5 w6"]), np.array([0, 2]), verbose=0)
+    soft = {"mlm": np.full((4, 2, 50), 1 / 50, "float32"), "nsp": y["nsp"]}  # a loss of one's own
+    model.compile(optimizer="adam", jit_compile=jit_compile,
+                  loss={"mlm": keras.losses.CategoricalCrossentropy(from_logits=True),
+                        "nsp": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
+                  weighted_metrics={"mlm": [], "nsp": []})
+    assert np.isfinite(model.fit(x, soft, verbose=0).history["loss"][0])
 
 
 @pytest.mark.parametrize("starts, ends, found", [
@@ -595,5 +601,21 @@ def test_answer_spans_outside_their_context_are_refused(starts, ends, found):
                        match="answer spans must lie in their context: 0 <= answer_start < "
                              "answer_end <= its length in characters .*" + found):
         model.fit(x, (np.array(starts), np.array(ends)), verbose=0)
-    history = model.fit(x, (np.array([3, -1]), np.array([5, -1])), verbose=0).history
-    assert np.isfinite(history["loss"][0])
+    history = model.fit(x, (np.array([3, -1]), np.array([11, -1])), verbose=0).history
+    assert np.isfinite(history["loss"][0])  # a span may end where its context ends
+
+
+def test_answer_spans_count_characters_and_allow_an_empty_batch():
+    import tensorflow as tf
+
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB + ["café"], lowercase=False)
+    pre = kbert.BertSpanPreprocessor(tokenizer, 16)
+    assert pre(["w1"], ["café"], [0], [4])["start_positions"].numpy().tolist() == [3]
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"(?s)answer spans must lie.*\b5\b.*in a context of.*\b4\b"):
+        pre(["w1"], ["café"], [0], [5])  # 5 bytes, 4 characters
+    empty = tf.constant([], tf.int64)
+    assert pre(tf.constant([], tf.string), tf.constant([], tf.string), empty, empty
+               )["token_ids"].shape == (0, 16)

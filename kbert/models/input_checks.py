@@ -62,7 +62,7 @@ def check_token_inputs(features, limits):
 def check_label_ids(labels, classes, name="labels", meaning="class ids"):
     """`labels` (integers) with a control dependency on 0 <= labels < `classes` (an int, or a
     scalar tensor: the row length, named "seq" in the error)."""
-    bound = classes if isinstance(classes, int) else "seq"
+    bound = "seq" if isinstance(classes, tf.Tensor) else classes
     with tf.control_dependencies(_in_range(labels, f"{name} must be {meaning}, in [0, {bound})",
                                            0, classes)):
         return tf.identity(labels)

@@ -117,12 +117,13 @@ def check_class_labels(y, classes, name="Labels", meaning="class ids", any_shape
 
 
 def check_output_labels(y, token_ids, label_ranges):
-    """Raises ValueError unless each sparse label array of the dict `y` (one per output) holds
+    """Raises ValueError unless each integer label array of the dict `y` (one per output) holds
     ids its output scores: `label_ranges(sequence_length)` gives {output: (classes, meaning)}
-    for rows as long as `token_ids`' (a span model's labels are positions in the row)."""
+    for rows as long as `token_ids`' (a span model's labels are positions in the row). Float
+    targets (soft, for a loss of the user's) pass, as in `kbert.models.input_checks`."""
     if not isinstance(y, dict) or token_ids is None or np.ndim(token_ids) == 0:
         return
     ranges = label_ranges(np.shape(token_ids)[-1])
     for key, (classes, meaning) in ranges.items():
-        if key in y:
+        if key in y and np.issubdtype(np.asarray(y[key]).dtype, np.integer):
             check_class_labels(y[key], classes, f"{key} labels", meaning, any_shape=True)

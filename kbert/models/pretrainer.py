@@ -4,7 +4,10 @@ import keras
 
 from kbert.layers import MaskedLMHead
 from kbert.models.backbone import BertBackbone
+from kbert.models.input_limits import check_class_labels
 from kbert.models.task import BertTask
+
+NSP_LABELS = "next-sentence labels (0 = IsNext, 1 = NotNext)"
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -79,22 +82,18 @@ class BertPretrainer(BertTask):
     def task_config(self):
         return {"use_nsp": self.use_nsp}
 
-    @property
-    def label_classes(self):
-        """Raw text's labels are NSP labels."""
-        return 2 if self.use_nsp else None
-
     def label_ranges(self, sequence_length):
         ranges = {"mlm": (self.backbone.config.vocab_size, "vocabulary ids")}
         if self.use_nsp:
-            ranges["nsp"] = (2, "next-sentence labels (0 = IsNext, 1 = NotNext)")
+            ranges["nsp"] = (2, NSP_LABELS)
         return ranges
 
     # --- raw text: NSP labels must match the heads -------------------------------------------
 
     def _check_nsp_labels(self, x, y):
         """Raw text `x` with NSP labels `y` (or a dataset whose elements carry them) must
-        match `use_nsp`; packed inputs are left to Keras."""
+        match `use_nsp`, and array labels be 0 or 1; packed inputs are checked by
+        `label_ranges`."""
         if not self._raw(x):
             return
         spec = getattr(x, "element_spec", None)
@@ -108,6 +107,7 @@ class BertPretrainer(BertTask):
         if not self.use_nsp and y is not None:
             raise ValueError("This BertPretrainer has no NSP head (use_nsp=False): leave out "
                              "y, the next-sentence labels.")
+        check_class_labels(y, 2, "nsp labels", NSP_LABELS)
 
     def fit(self, x=None, y=None, *args, **kwargs):
         self._check_nsp_labels(x, y)

@@ -78,8 +78,9 @@ def _check_spans(answer_starts, answer_ends, questions, contexts):
     its windows would be left out as unmappable, and a `fit` on such spans trained on nothing."""
     length = tf.cast(tf.strings.length(contexts, unit="UTF8_CHAR"), tf.int64)
     bad = (answer_starts >= 0) & ((answer_ends <= answer_starts) | (answer_ends > length))
-    first = tf.argmax(tf.cast(bad, tf.int32), output_type=tf.int64)  # 0 when none is bad
-    at = lambda t: tf.gather(tf.concat([t, tf.zeros([1], t.dtype)], 0), first)  # [] has no 0
+    pad = lambda t: tf.concat([t, tf.zeros([1], t.dtype)], 0)  # an empty batch has a row 0
+    first = tf.argmax(pad(tf.cast(bad, tf.int32)), output_type=tf.int64)  # 0 when none is bad
+    at = lambda t: tf.gather(pad(t), first)
     check = tf.debugging.Assert(
         tf.logical_not(tf.reduce_any(bad)),
         ["answer spans must lie in their context: 0 <= answer_start < answer_end <= its "
