@@ -236,7 +236,7 @@ class BertTask(keras.Model):
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
             shuffle=None, validation_split=0.0, **kwargs):
         """Keras' `fit`, with raw text and input checks. `shuffle` defaults to True for arrays
-        and raw text, False for a tf.data dataset (shuffled by its maker; Keras ignores it
+        and raw text, False for a TensorFlow `Dataset` (shuffled by its maker; Keras ignores it
         there and warns)."""
         if shuffle is None:
             shuffle = not hasattr(x, "element_spec")
