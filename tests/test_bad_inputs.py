@@ -543,6 +543,40 @@ def test_span_targets_must_be_positions_in_the_row(jit_compile):
     assert all(np.isfinite(w).all() for w in model.get_weights())
 
 
+@pytest.mark.parametrize("as_dataset", [False, True])
+def test_tuple_span_labels_are_start_then_end_as_declared(as_dataset):
+    """Keras pairs a tuple of labels with the outputs sorted by name (end_logits first), which
+    trained a span model's end logits on start positions; kbert pairs them in the order the
+    outputs are declared. Invariant: one step on (start, end) gives the weights one step on
+    the dict gives, and differs from one on the swapped dict."""
+    import kbert
+
+    model = kbert.BertSpanLabeler(kbert.BertBackbone(
+        BertConfig(**SMALL, hidden_dropout=0.0, attention_dropout=0.0)))
+    start, end = np.array([1, 2, 0, 3]), np.array([4, 5, 0, 7])
+    x = {**packed(rows=4), "token_ids": np.arange(32, dtype="int32").reshape(4, 8) % 50}
+    initial = model.get_weights()
+
+    def one_step(labels):
+        model.set_weights(initial)
+        model.compile(optimizer=keras.optimizers.SGD(1.0))
+        data = dict(x=_dataset(x, labels)) if as_dataset else dict(x=x, y=labels, batch_size=4)
+        model.fit(**data, epochs=1, shuffle=False, verbose=0)
+        return model.get_weights()
+
+    by_name = one_step({"start_logits": start, "end_logits": end})
+    swapped = one_step({"start_logits": end, "end_logits": start})
+    for labels in [(start, end)] + ([] if as_dataset else [[start, end]]):  # tf.data stacks lists
+        got = one_step(labels)
+        np.testing.assert_allclose(got[-2], by_name[-2], rtol=1e-6, atol=1e-7)
+        assert not np.allclose(got[-2], swapped[-2])
+    with pytest.raises(ValueError, match="end_logits labels must be end positions in the row"):
+        model.fit(x, (start, np.array([4, 5, 0, 8])), verbose=0)
+    with pytest.raises(ValueError, match="3 label arrays for the 2 outputs start_logits, "
+                                         "end_logits"):
+        model.fit(x, (start, end, end), verbose=0)
+
+
 @pytest.mark.parametrize("jit_compile", [True, False])
 def test_pretraining_targets_must_be_vocabulary_ids_and_nsp_labels(jit_compile):
     import tensorflow as tf

@@ -68,12 +68,14 @@ def check_label_ids(labels, classes, name="labels", meaning="class ids"):
         return tf.identity(labels)
 
 
-def checked_dataset(dataset, limits, label_classes=None, label_ranges=None):
+def checked_dataset(dataset, limits, label_classes=None, label_ranges=None,
+                    labels_by_output=None):
     """`dataset` (elements `inputs`, `(inputs,)`, `(inputs, labels)` or `(inputs, labels,
     weights)`, inputs a dict of packed ids) with every batch checked as it is read
     (`check_token_inputs`). Labels are checked by `check_label_ids`: against `label_classes`
     when given, or, for a dict of labels, each integer one against `label_ranges(row length)`'s
-    {output: (classes, meaning)}."""
+    {output: (classes, meaning)}; `labels_by_output` first turns a tuple of labels into that
+    dict (`BertTask._labels_by_output`)."""
     def check_labels(labels, length):
         if label_classes is not None:
             return check_label_ids(labels, label_classes)
@@ -90,7 +92,8 @@ def checked_dataset(dataset, limits, label_classes=None, label_ranges=None):
             {k: v for k, v in inputs.items() if k in (*INPUT_KEYS, "masked_positions")},
             limits)}
         if rest:
-            rest = (check_labels(rest[0], tf.shape(inputs["token_ids"])[-1]),) + rest[1:]
+            labels = labels_by_output(rest[0]) if labels_by_output else rest[0]
+            rest = (check_labels(labels, tf.shape(inputs["token_ids"])[-1]),) + rest[1:]
         return (inputs, *rest)
 
     single = not isinstance(dataset.element_spec, tuple)

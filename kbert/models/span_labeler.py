@@ -36,7 +36,9 @@ class BertSpanLabeler(BertTask):
     Outputs: {"start_logits", "end_logits"}, float [batch, seq], padding positions at -1e4.
     SQuAD v2.0's "no answer" is the span ([CLS], [CLS]) at position 0.
 
-    Targets for `fit`: {"start_logits": start index [batch], "end_logits": end index [batch]}.
+    Targets for `fit`: {"start_logits": start index [batch], "end_logits": end index [batch]},
+    or the tuple `(starts, ends)` in that order (Keras alone would pair a tuple with the
+    outputs sorted by name, end first).
     `compile()` defaults: the mean of the start and end cross-entropies (the paper's loss) and
     `start_accuracy` / `end_accuracy`. `kbert.text.span_decoding.decode_spans` turns the logits
     into answer text.

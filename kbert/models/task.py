@@ -197,10 +197,12 @@ class BertTask(keras.Model):
         """Packed arrays must hold what the backbone embeds and labels what the head scores:
         under XLA an id beyond its tables would read a clamped row, and a label beyond the
         logits makes the loss NaN, neither an error (`check_packed_inputs`, `_check_labels`).
-        Returns `x`; a dataset of packed inputs is returned wrapped, so that each batch is
-        checked as it is read (`kbert.models.input_checks`)."""
+        Returns `(x, y)`, tuple labels of several outputs as a dict (`_labels_by_output`); a
+        dataset of packed inputs is returned wrapped, so that each batch is checked as it is
+        read (`kbert.models.input_checks`)."""
         if isinstance(x, dict):
             check_packed_inputs(model_limits(self.backbone), x)
+            y = self._labels_by_output(y)
             check_output_labels(y, x.get("token_ids"), self.label_ranges)
         elif _is_packed(x) and hasattr(x, "map"):  # a dataset, read batch by batch
             from kbert.models.input_checks import checked_dataset
@@ -208,9 +210,24 @@ class BertTask(keras.Model):
             spec = x.element_spec
             labels = spec[1] if isinstance(spec, tuple) and len(spec) > 1 else None
             return checked_dataset(x, model_limits(self.backbone),
-                                   self._dataset_label_classes(labels), self.label_ranges)
+                                   self._dataset_label_classes(labels), self.label_ranges,
+                                   self._labels_by_output), y
         self._check_labels(y)
-        return x
+        return x, y
+
+    def _labels_by_output(self, y):
+        """Packed inputs' tuple or list labels for a head of several outputs, as a dict in the
+        order the outputs are declared (a span model's `(start, end)`, as Hugging Face's
+        `start_positions, end_positions`): Keras would pair them with the outputs sorted by
+        name, and so train end logits on start positions, silently."""
+        outputs = self.output
+        if not (isinstance(y, (tuple, list)) and isinstance(outputs, dict) and len(outputs) > 1):
+            return y
+        if len(y) != len(outputs):
+            raise ValueError(f"{len(y)} label arrays for the {len(outputs)} outputs "
+                             f"{', '.join(outputs)}: give one per output, in that order, or a "
+                             "dict by output name.")
+        return dict(zip(outputs, y))
 
     def _check_labels(self, y):
         if self.label_classes is not None:
@@ -240,11 +257,12 @@ class BertTask(keras.Model):
         there and warns)."""
         if shuffle is None:
             shuffle = not hasattr(x, "element_spec")
-        x = self._check(x, y)
+        x, y = self._check(x, y)
         if isinstance(validation_data, tuple):
-            self._check(*validation_data[:2] or (None,))
+            checked = self._check(*validation_data[:2] or (None,))
+            validation_data = (*checked[:len(validation_data[:2])], *validation_data[2:])
         else:
-            validation_data = self._check(validation_data)
+            validation_data = self._check(validation_data)[0]
         rows = batch_size or 32
         if self._raw(x):
             if validation_split and validation_data is None:
@@ -279,7 +297,7 @@ class BertTask(keras.Model):
             self.optimizer.build(self.trainable_variables)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
-        x = self._check(x, y)
+        x, y = self._check(x, y)
         if self._raw(x):
             x = self._text_dataset(x, y, sample_weight, batch_size or 32)
             y = sample_weight = batch_size = None
@@ -288,7 +306,7 @@ class BertTask(keras.Model):
                                 **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
-        x = self._check(x)
+        x = self._check(x)[0]
         if self._raw(x):
             x = self._text_dataset(x, batch_size=batch_size or 32)
             batch_size = None
