@@ -446,7 +446,9 @@ def test_token_labels_must_be_tag_ids():
     with pytest.raises(ValueError, match=r"Sentence 1: Labels must be class ids, integers in "
                                          r"\[0, 3\); got 3 at \(0,\)"):
         model.fit(words, [[0, 2], [3]], verbose=0)
-    with pytest.raises(ValueError, match=r"Sentence 0: .*got -100 at \(1,\)"):  # HF's ignore id
+    with pytest.raises(ValueError, match=r"Sentence 0: .*got -100 at \(1,\)\. Hugging Face's "
+                                         r"-100 marks a token to skip; here such a token takes "
+                                         r"sample_weight 0"):
         model.fit(packed(), np.array([[0, -100] + [0] * 6, [0] * 8]), verbose=0)
     model.fit(words, [[0, 2], [1]], verbose=0)
 

@@ -88,10 +88,13 @@ class BertTokenClassifier(BertTask):
         if y is None or isinstance(y, dict) or hasattr(y, "element_spec"):
             return
         for n, row in enumerate(y):
+            row = np.asarray(row).reshape(-1)
             try:
-                check_class_labels(np.asarray(row).reshape(-1), self.num_classes)
+                check_class_labels(row, self.num_classes)
             except ValueError as error:
-                raise ValueError(f"Sentence {n}: {error}") from None
+                hint = (" Hugging Face's -100 marks a token to skip; here such a token takes "
+                        "sample_weight 0 (any label)." if (row == -100).any() else "")
+                raise ValueError(f"Sentence {n}: {error}{hint}") from None
 
     def _dataset_label_classes(self, spec):
         """A dataset's [batch, seq] integer labels are tag ids."""
