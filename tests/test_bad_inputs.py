@@ -572,6 +572,9 @@ def test_tuple_span_labels_are_start_then_end_as_declared(as_dataset):
         got = one_step(labels)
         np.testing.assert_allclose(got[-2], by_name[-2], rtol=1e-6, atol=1e-7)
         assert not np.allclose(got[-2], swapped[-2])
+    scores = [model.evaluate(labelled, return_dict=True, verbose=0) for labelled in (
+        _dataset(x, (start, end)), _dataset(x, {"start_logits": start, "end_logits": end}))]
+    assert scores[0] == scores[1]
     with pytest.raises(ValueError, match="end_logits labels must be end positions in the row"):
         model.fit(x, (start, np.array([4, 5, 0, 8])), verbose=0)
     with pytest.raises(ValueError, match="3 label arrays for the 2 outputs start_logits, "
