@@ -658,3 +658,57 @@ def test_answer_spans_count_characters_and_allow_an_empty_batch():
     empty = tf.constant([], tf.int64)
     assert pre(tf.constant([], tf.string), tf.constant([], tf.string), empty, empty
                )["token_ids"].shape == (0, 16)
+
+
+def test_raw_inputs_that_disagree_on_their_examples_are_refused_by_name():
+    """tf.data's own error ("Dimensions 3 and 2 are not compatible") named neither piece; the
+    preprocessors check what `fit`, `evaluate` and `predict` hand them first."""
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    backbone = kbert.BertBackbone(BertConfig(**SMALL))
+    clf = kbert.BertClassifier(backbone, num_classes=2,
+                               preprocessor=kbert.BertPreprocessor(tokenizer, 16))
+    qa = kbert.BertSpanLabeler(backbone, preprocessor=kbert.BertSpanPreprocessor(tokenizer, 16))
+    tagger = kbert.BertTokenClassifier(backbone, num_classes=3,
+                                       preprocessor=kbert.BertTokenPreprocessor(tokenizer, 16))
+    for model in (clf, qa, tagger):
+        model.compile(optimizer="adam")
+    three = ["w1", "w2 w3", "w4"]
+    counts = "The inputs hold different numbers of examples "
+    for call, listing in [
+            (lambda: clf.fit(three, [0, 1], verbose=0), r"\(x 3, y 2\)"),
+            (lambda: clf.predict((three, three[:2]), verbose=0), r"\(x\[0\] 3, x\[1\] 2\)"),
+            (lambda: clf.evaluate(three, [0, 1, 0], sample_weight=[1.0], verbose=0),
+             r"\(x 3, y 3, sample_weight 1\)"),
+            (lambda: qa.fit((three, three), ([0, 0, 0], [2, 2]), verbose=0),
+             r"\(x\[0\] 3, x\[1\] 3, y\[0\] 3, y\[1\] 2\)"),
+            (lambda: tagger.fit([["w1"], ["w2"]], [[0]], verbose=0), r"\(x 2, y 1\)")]:
+        with pytest.raises(ValueError, match=counts + listing):
+            call()
+    with pytest.raises(TypeError, match="Give text \\(strings\\); got int64 values"):
+        clf.predict([1, 2], verbose=0)
+
+
+def test_ragged_choices_and_non_finite_targets_are_refused_by_name():
+    """numpy's "setting an array element with a sequence" named no input; a NaN regression
+    target trained without error and wrote NaN into every weight."""
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    backbone = kbert.BertBackbone(BertConfig(**SMALL))
+    choices = kbert.BertMultipleChoice(backbone, num_choices=2,
+                                       preprocessor=kbert.BertPreprocessor(tokenizer, 16))
+    choices.compile(optimizer="adam")
+    with pytest.raises(ValueError, match="every question needs as many choices"):
+        choices.fit((["w1", "w2"], [["w3", "w4"], ["w5"]]), [0, 1], verbose=0)
+    regression = kbert.BertClassifier(backbone, num_classes=1)
+    regression.compile(optimizer="adam")
+    weights = [w.copy() for w in regression.get_weights()]
+    for labels, message in [([0.5, np.nan], r"finite numbers; got nan at \(1,\)"),
+                            ([np.inf, 1.0], r"finite numbers; got inf at \(0,\)"),
+                            (["0.5", "1"], "numbers, got dtype <U3")]:
+        with pytest.raises(ValueError, match="Labels must be " + message):
+            regression.fit(packed(), labels, verbose=0)
+    assert all(np.array_equal(a, b) for a, b in zip(weights, regression.get_weights()))
+    assert np.isfinite(regression.fit(packed(), np.array([0.5, 1.0]), verbose=0).history["loss"][0])

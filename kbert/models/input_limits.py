@@ -116,6 +116,24 @@ def check_class_labels(y, classes, name="Labels", meaning="class ids", any_shape
                          f"{labels[where]} at {where}.")
 
 
+def check_numeric_labels(y, name="Labels"):
+    """Raises ValueError unless array-like targets `y` (a regression's scores, say) are finite
+    numbers: a NaN target makes the loss NaN, and the step writes NaN into every weight; text
+    fails deep in the loss. Dicts, datasets and symbolic tensors pass."""
+    if y is None or isinstance(y, dict) or hasattr(y, "element_spec"):
+        return
+    try:
+        labels = np.asarray(y)
+    except (NotImplementedError, ValueError):  # a symbolic tensor; ragged rows
+        return
+    if labels.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be numbers, got dtype {labels.dtype}.")
+    bad = ~np.isfinite(labels) if labels.dtype.kind == "f" else None
+    if bad is not None and bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{name} must be finite numbers; got {labels[where]} at {where}.")
+
+
 def check_output_labels(y, token_ids, label_ranges):
     """Raises ValueError unless each integer label array of the dict `y` (one per output) holds
     ids its output scores: `label_ranges(sequence_length)` gives {output: (classes, meaning)}

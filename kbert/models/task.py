@@ -8,8 +8,9 @@ import keras
 from kbert import tensorflow_backend
 from kbert.models import xla
 from kbert.models.backbone import INPUT_KEYS, BertBackbone, check_model_kwargs
-from kbert.models.input_limits import (check_class_labels, check_output_labels,
-                                       check_packed_inputs, check_preprocessor, model_limits)
+from kbert.models.input_limits import (check_class_labels, check_numeric_labels,
+                                       check_output_labels, check_packed_inputs,
+                                       check_preprocessor, model_limits)
 
 
 def _is_packed(x):
@@ -232,6 +233,8 @@ class BertTask(keras.Model):
     def _check_labels(self, y):
         if self.label_classes is not None:
             check_class_labels(y, self.label_classes)
+        else:
+            check_numeric_labels(y)
 
     def _dataset_label_classes(self, spec):
         """The classes a dataset's labels (`spec`: a TensorSpec) index when they are this

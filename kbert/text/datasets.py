@@ -21,10 +21,44 @@ def as_tensor_data(x):
         return x
     if isinstance(x, str):
         raise TypeError("Give a list of strings (a batch), not a single string.")
-    array = np.asarray(x, dtype=object if _holds_text(x) else None)
-    if array.dtype == object:
-        array = array.astype(str).astype(object)
+    try:
+        array = np.asarray(x, dtype=object if _holds_text(x) else None)
+        if array.dtype == object:
+            array = array.astype(str).astype(object)
+    except ValueError:  # numpy's "setting an array element with a sequence"
+        raise ValueError("The text has rows of different lengths (multiple choice: every "
+                         "question needs as many choices).") from None
+    if array.size and array.dtype != object:
+        raise TypeError(f"Give text (strings); got {array.dtype} values.")
     return array
+
+
+def check_example_counts(**parts):
+    """Raises ValueError unless every piece of the raw `parts` (name: a list, array or tensor,
+    or a tuple or dict of them; None is left out) holds one entry per example. tf.data's own
+    error ("Dimensions 3 and 2 are not compatible") names neither piece."""
+    counts = {}
+    for name, part in parts.items():
+        for path, leaf in _leaves(name, part):
+            shape = getattr(leaf, "shape", None)
+            if shape is not None and len(shape) and shape[0] is not None:
+                counts[path] = int(shape[0])
+            elif isinstance(leaf, (list, tuple)):
+                counts[path] = len(leaf)
+    if len(set(counts.values())) > 1:
+        listing = ", ".join(f"{path} {n}" for path, n in counts.items())
+        raise ValueError(f"The inputs hold different numbers of examples ({listing}): give "
+                         "one entry per example in each.")
+
+
+def _leaves(name, part):
+    if part is None:
+        return []
+    if isinstance(part, tuple):
+        return [leaf for i, p in enumerate(part) for leaf in _leaves(f"{name}[{i}]", p)]
+    if isinstance(part, dict):
+        return [leaf for k, p in part.items() for leaf in _leaves(f"{name}[{k!r}]", p)]
+    return [(name, part)]
 
 
 def _holds_text(x):
@@ -51,6 +85,7 @@ def batched_dataset(x, y, sample_weight, pack, batch_size=32, shuffle=False, see
                              "the dataset: do not pass y or sample_weight.")
         dataset = x
     else:
+        check_example_counts(x=x, y=y, sample_weight=sample_weight)
         parts = tuple(p for p in (as_tensor_data(x), _labels(y), _labels(sample_weight))
                       if p is not None)
         dataset = tf.data.Dataset.from_tensor_slices(parts)

@@ -22,7 +22,7 @@ costs what one of ~3 MB does.
 import keras
 import tensorflow as tf
 
-from kbert.text.datasets import batched_dataset, prefetched
+from kbert.text.datasets import batched_dataset, check_example_counts, prefetched
 from kbert.text.preprocessor_base import PreprocessorBase, string_batch
 from kbert.text.trim import trim_to_longest
 from kbert.text.windows import max_context_flags, window_plan
@@ -211,6 +211,8 @@ class BertSpanPreprocessor(PreprocessorBase):
         if sample_weight is not None:
             raise ValueError("BertSpanPreprocessor.dataset takes no sample_weight: examples "
                              "become a varying number of windows.")
+        if not isinstance(x, tf.data.Dataset):
+            check_example_counts(x=x, y=None if y is None else tuple(y))  # (starts, ends)
         if y is not None:  # one [batch, 2] tensor, which tf.data slices as one label
             y = tf.stack([tf.constant(v, tf.int32) for v in y], axis=1)
 

@@ -207,12 +207,14 @@ class BertTokenPreprocessor(PreprocessorBase):
         batches keep the full `sequence_length`, so that `predict`'s logits of all batches
         concatenate and line up with this layer's `word_index`."""
         from kbert.models.backbone import INPUT_KEYS  # text sits above models; lazy: no cycle
-        from kbert.text.datasets import batched_dataset
+        from kbert.text.datasets import batched_dataset, check_example_counts
         from kbert.text.trim import trim_to_longest
 
         if sample_weight is not None:
             raise ValueError("BertTokenPreprocessor.dataset weighs each word's first sub-token "
                              "(label_weights); it takes no sample_weight.")
+        if not isinstance(x, tf.data.Dataset):
+            check_example_counts(x=x, y=y)
         if isinstance(x, (list, tuple)):
             texts = all(isinstance(v, (str, bytes)) for v in x)
             x = tf.constant(list(x), tf.string) if texts else tf.ragged.constant(x, tf.string)
