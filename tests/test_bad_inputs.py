@@ -712,3 +712,26 @@ def test_ragged_choices_and_non_finite_targets_are_refused_by_name():
             regression.fit(packed(), labels, verbose=0)
     assert all(np.array_equal(a, b) for a, b in zip(weights, regression.get_weights()))
     assert np.isfinite(regression.fit(packed(), np.array([0.5, 1.0]), verbose=0).history["loss"][0])
+
+
+def test_missing_text_is_refused_by_position():
+    """A None, or pandas' NaN for a missing cell, became the text "None" or "nan"; a tagger's
+    word lists met TensorFlow's "mixed types" error, which names no sentence."""
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    backbone = kbert.BertBackbone(BertConfig(**SMALL))
+    clf = kbert.BertClassifier(backbone, num_classes=2,
+                               preprocessor=kbert.BertPreprocessor(tokenizer, 16))
+    tagger = kbert.BertTokenClassifier(backbone, num_classes=3,
+                                       preprocessor=kbert.BertTokenPreprocessor(tokenizer, 16))
+    for call, message in [
+            (lambda: clf.predict(["w1", None], verbose=0), r"got None at \(1,\)"),
+            (lambda: clf.predict((["w1", "w2"], ["w3", np.nan]), verbose=0), r"got nan at \(1,\)"),
+            (lambda: tagger.predict([["w1", None]], verbose=0), "Sentence 0: give words as "
+                                                                "strings; got None at word 1"),
+            (lambda: tagger.predict(["w1 w2", 7], verbose=0), "Sentence 1: give a string or a "
+                                                              "list of words; got 7")]:
+        with pytest.raises(TypeError, match=message):
+            call()
+    assert clf.predict(["w1", "w2 w3"], verbose=0).shape == (2, 2)

@@ -21,16 +21,26 @@ def as_tensor_data(x):
         return x
     if isinstance(x, str):
         raise TypeError("Give a list of strings (a batch), not a single string.")
-    try:
-        array = np.asarray(x, dtype=object if _holds_text(x) else None)
-        if array.dtype == object:
-            array = array.astype(str).astype(object)
-    except ValueError:  # numpy's "setting an array element with a sequence"
-        raise ValueError("The text has rows of different lengths (multiple choice: every "
-                         "question needs as many choices).") from None
+    array = np.asarray(x, dtype=object if _holds_text(x) else None)
     if array.size and array.dtype != object:
         raise TypeError(f"Give text (strings); got {array.dtype} values.")
+    if array.dtype == object:
+        _check_all_text(array)
+        array = array.astype(str).astype(object)
     return array
+
+
+def _check_all_text(array):
+    """A missing value (None, or pandas' NaN) would become the text "None" or "nan"; rows of
+    different lengths (numpy keeps them as lists) the text of a list."""
+    for i, value in enumerate(array.flat):
+        if isinstance(value, (str, bytes)):
+            continue
+        if isinstance(value, (list, tuple, np.ndarray)):
+            raise ValueError("The text has rows of different lengths (multiple choice: every "
+                             "question needs as many choices).")
+        where = tuple(int(n) for n in np.unravel_index(i, array.shape))
+        raise TypeError(f"Give text (strings); got {value!r} at {where}.")
 
 
 def check_example_counts(**parts):

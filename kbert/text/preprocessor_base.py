@@ -80,16 +80,19 @@ def traced(preprocessor):
     """`preprocessor` as one `tf.function`, traced once per kind of input. A tf.data map that
     packs with it (train, dev, test, predict) calls that graph instead of building the tokenizer
     and packing graphs again: a tiny model's `kbert finetune` built them five times, 1.3 s each.
-    A preprocessor whose settings or tokenizer changed since gets a new function."""
+    A preprocessor whose settings or tokenizer changed since gets a new function. The inputs
+    reach it as one tuple: with `reduce_retracing`, calls with different numbers of arguments
+    (a tagger's words, then words and labels) crashed TensorFlow 2.21's retracing
+    ("IndexError: list index out of range" in `most_specific_common_subtype`)."""
     config = {k: v for k, v in preprocessor.get_config().items() if k != "tokenizer"}
     config["tokenizer"] = id(preprocessor.tokenizer)  # its config changes once it is built
     config_then, function = _TRACED.get(preprocessor, (None, None))
     if function is None or config_then != config:
         layer = weakref.ref(preprocessor)  # the function must not keep its key alive
-        function = tf.function(lambda *inputs: layer()(*inputs), reduce_retracing=True,
+        function = tf.function(lambda inputs: layer()(*inputs), reduce_retracing=True,
                                autograph=False)
         _TRACED[preprocessor] = (config, function)
-    return function
+    return lambda *inputs: function(inputs)
 
 
 class PreprocessorBase(keras.layers.Layer):

@@ -18,6 +18,7 @@ here (a served request may be empty): it packs to [CLS] [SEP].
 """
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from kbert.text.preprocessor_base import PreprocessorBase, traced
@@ -216,6 +217,7 @@ class BertTokenPreprocessor(PreprocessorBase):
         if not isinstance(x, tf.data.Dataset):
             check_example_counts(x=x, y=y)
         if isinstance(x, (list, tuple)):
+            _check_words(x)
             texts = all(isinstance(v, (str, bytes)) for v in x)
             x = tf.constant(list(x), tf.string) if texts else tf.ragged.constant(x, tf.string)
         if y is not None and not isinstance(y, tf.RaggedTensor):
@@ -249,3 +251,17 @@ class BertTokenPreprocessor(PreprocessorBase):
         config.update({"sequence_length": self.sequence_length, "doc_stride": self.doc_stride,
                        "max_context_length": self.max_context_length})
         return config
+
+
+def _check_words(sentences):
+    """Raw strings or word lists hold text only: TensorFlow's "mixed types" error names no
+    sentence, and a None would not be a word."""
+    for n, row in enumerate(sentences):
+        if isinstance(row, (str, bytes)):
+            continue
+        if not isinstance(row, (list, tuple, np.ndarray)):
+            raise TypeError(f"Sentence {n}: give a string or a list of words; got {row!r}.")
+        for k, word in enumerate(row):
+            if not isinstance(word, (str, bytes)):
+                raise TypeError(f"Sentence {n}: give words as strings; got {word!r} at word "
+                                f"{k}.")

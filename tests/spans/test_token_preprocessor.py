@@ -227,6 +227,23 @@ def test_token_classifier_fits_and_predicts_on_words_and_raw_text(conll):
         pre.dataset(words, labels, sample_weight=np.ones(32))
 
 
+def test_a_tagger_fits_after_it_predicts(conll):
+    """The packing traced for words alone, then for words and labels: with one `tf.function`
+    taking both, TensorFlow's retracing crashed (IndexError in most_specific_common_subtype)."""
+    from kbert.models import BertBackbone, BertTokenClassifier
+    from tests.spans.helpers import tiny_config
+    from tests.spans.helpers import tokenizer as small_tokenizer
+
+    model = BertTokenClassifier(BertBackbone(tiny_config(num_layers=1)), num_classes=9,
+                                preprocessor=BertTokenPreprocessor(small_tokenizer(), 16))
+    model.compile(optimizer="adam")
+    sentences = conll["train"][:8]
+    words = [s.words for s in sentences]
+    labels = [[CONLL2003_LABELS.index(t) for t in s.tags] for s in sentences]
+    assert model.predict(words, verbose=0).shape == (8, 16, 9)
+    assert np.isfinite(model.fit(words, labels, verbose=0).history["loss"][0])
+
+
 @pytest.mark.parametrize("sequence_length, doc_stride, count", [(24, None, 120), (24, 5, 60),
                                                                  (128, None, 0)])
 def test_windows_equal_run_squad_windows(tokenizer, conll, sequence_length, doc_stride, count):
