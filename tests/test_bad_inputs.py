@@ -735,3 +735,25 @@ def test_missing_text_is_refused_by_position():
         with pytest.raises(TypeError, match=message):
             call()
     assert clf.predict(["w1", "w2 w3"], verbose=0).shape == (2, 2)
+
+
+def test_a_list_of_pairs_is_refused_rather_than_read_as_the_two_segments():
+    """Hugging Face's tokenizer takes a list of (a, b) pairs; here a list of two of them was
+    read as segments A and B, pairing each first text with the other pair's first text."""
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    pre = kbert.BertPreprocessor(tokenizer, 16)
+    clf = kbert.BertClassifier(kbert.BertBackbone(BertConfig(**SMALL)), num_classes=2,
+                               preprocessor=pre)
+    pairs = [("w1", "w2"), ("w3", "w4")]
+    with pytest.raises(ValueError, match=r"Give pairs as a tuple \(texts_a, texts_b\)"):
+        pre(pairs)
+    with pytest.raises(ValueError, match=r"The text has shape \(2, 2\), not one string an "
+                                         r"example: give pairs as a tuple"):
+        clf.predict(pairs, verbose=0)
+    packed_pairs = pre((["w1", "w3"], ["w2", "w4"]))["token_ids"].numpy()
+    w = {f"w{i}": VOCAB.index(f"w{i}") for i in range(1, 5)}
+    assert packed_pairs[:, :5].tolist() == [[2, w["w1"], 3, w["w2"], 3],
+                                            [2, w["w3"], 3, w["w4"], 3]]
+    assert clf.predict((["w1", "w3"], ["w2", "w4"]), verbose=0).shape == (2, 2)

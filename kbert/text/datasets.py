@@ -96,8 +96,12 @@ def batched_dataset(x, y, sample_weight, pack, batch_size=32, shuffle=False, see
         dataset = x
     else:
         check_example_counts(x=x, y=y, sample_weight=sample_weight)
-        parts = tuple(p for p in (as_tensor_data(x), _labels(y), _labels(sample_weight))
-                      if p is not None)
+        texts = as_tensor_data(x)
+        if isinstance(texts, np.ndarray) and texts.ndim == 2 and texts.shape[1] > 1:
+            raise ValueError(f"The text has shape {texts.shape}, not one string an example: "
+                             "give pairs as a tuple (texts_a, texts_b) of two lists, not a list "
+                             "of pairs.")
+        parts = tuple(p for p in (texts, _labels(y), _labels(sample_weight)) if p is not None)
         dataset = tf.data.Dataset.from_tensor_slices(parts)
         if shuffle:
             dataset = dataset.shuffle(int(dataset.cardinality()), seed=seed,

@@ -28,6 +28,10 @@ from kbert.text.preprocessor_base import PreprocessorBase, traced
 from kbert.text.trim import trim_to_longest
 
 TRUNCATIONS = ("longest_first", "waterfall")
+PAIRS_AS_A_TUPLE = (
+    "Give pairs as a tuple (texts_a, texts_b) of two lists of strings. A list of lists is "
+    "ambiguous: a list of (a, b) pairs, as Hugging Face's tokenizer takes them, would be read "
+    "as the two segments, pairing the wrong texts.")
 
 
 def truncated_lengths(lengths, budget, truncate="longest_first"):
@@ -114,6 +118,10 @@ class BertPreprocessor(PreprocessorBase):
         if isinstance(inputs, dict):
             raise TypeError("BertPreprocessor takes a string tensor or a tuple (a, b) of them, "
                             "not a dict.")
+        if isinstance(inputs, list) and inputs and all(
+                isinstance(s, (list, tuple)) and all(isinstance(t, (str, bytes)) for t in s)
+                for s in inputs):
+            raise ValueError(PAIRS_AS_A_TUPLE)
         if isinstance(inputs, list) and all(isinstance(s, (str, bytes)) for s in inputs):
             inputs = [inputs]  # a Python list of texts is a batch, as in `predict`, not a pair
         segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
