@@ -143,5 +143,6 @@ def check_output_labels(y, token_ids, label_ranges):
         return
     ranges = label_ranges(np.shape(token_ids)[-1])
     for key, (classes, meaning) in ranges.items():
-        if key in y and np.issubdtype(np.asarray(y[key]).dtype, np.integer):
-            check_class_labels(y[key], classes, f"{key} labels", meaning, any_shape=True)
+        labels = np.asarray(y[key]) if key in y else None
+        if labels is not None and np.issubdtype(labels.dtype, np.integer):
+            check_class_labels(labels, classes, f"{key} labels", meaning, any_shape=True)
