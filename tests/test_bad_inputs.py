@@ -691,8 +691,9 @@ def test_raw_inputs_that_disagree_on_their_examples_are_refused_by_name():
 
 
 def test_ragged_choices_and_non_finite_targets_are_refused_by_name():
-    """numpy's "setting an array element with a sequence" named no input; a NaN regression
-    target trained without error and wrote NaN into every weight."""
+    """numpy's "setting an array element with a sequence" (or Keras' shape error, for as many
+    choices a question but not the model's) named no question; a NaN regression target trained
+    without error and wrote NaN into every weight."""
     import kbert
 
     tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
@@ -700,8 +701,13 @@ def test_ragged_choices_and_non_finite_targets_are_refused_by_name():
     choices = kbert.BertMultipleChoice(backbone, num_choices=2,
                                        preprocessor=kbert.BertPreprocessor(tokenizer, 16))
     choices.compile(optimizer="adam")
+    ragged = (["w1", "w2"], [["w3", "w4"], ["w5"]])
+    with pytest.raises(ValueError, match=r"Question 1 has 1 choice\(s\); this model scores 2"):
+        choices.fit(ragged, [0, 1], verbose=0)
     with pytest.raises(ValueError, match="every question needs as many choices"):
-        choices.fit((["w1", "w2"], [["w3", "w4"], ["w5"]]), [0, 1], verbose=0)
+        choices.preprocessor.dataset(ragged)
+    with pytest.raises(ValueError, match=r"Question 0 has 3 choice\(s\); this model scores 2"):
+        choices.predict((["w1"], [["w3", "w4", "w5"]]), verbose=0)
     regression = kbert.BertClassifier(backbone, num_classes=1)
     regression.compile(optimizer="adam")
     weights = [w.copy() for w in regression.get_weights()]

@@ -82,6 +82,18 @@ class BertMultipleChoice(BertTask):
     def label_classes(self):
         return self.num_choices
 
+    def _text_dataset(self, x, *args, **kwargs):
+        """Raw `(questions, choices)`, each question with `num_choices` choices: Keras' own
+        error for another number names a shape, not the question."""
+        choices = x[1] if isinstance(x, tuple) and len(x) == 2 else None
+        if isinstance(choices, (list, tuple)):
+            for n, row in enumerate(choices):
+                count = len(row) if isinstance(row, (list, tuple)) else 1
+                if count != self.num_choices:
+                    raise ValueError(f"Question {n} has {count} choice(s); this model scores "
+                                     f"{self.num_choices} a question (num_choices).")
+        return super()._text_dataset(x, *args, **kwargs)
+
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Compiles with cross-entropy over the choices and `accuracy` unless others are given."""
         loss, metrics = classification_defaults(loss, metrics)
