@@ -763,3 +763,23 @@ def test_a_list_of_pairs_is_refused_rather_than_read_as_the_two_segments():
     assert packed_pairs[:, :5].tolist() == [[2, w["w1"], 3, w["w2"], 3],
                                             [2, w["w3"], 3, w["w4"], 3]]
     assert clf.predict((["w1", "w3"], ["w2", "w4"]), verbose=0).shape == (2, 2)
+
+
+def test_a_dataset_of_single_raw_examples_is_refused_by_name():
+    """An unbatched dataset of raw text failed in the model with a shape error, and its trace
+    relaxed the packing's function to any rank: a batched dataset then failed too."""
+    import tensorflow as tf
+
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    clf = kbert.BertClassifier(kbert.BertBackbone(BertConfig(**SMALL)), num_classes=2,
+                               preprocessor=kbert.BertPreprocessor(tokenizer, 16))
+    clf.compile(optimizer="adam")
+    examples = tf.data.Dataset.from_tensor_slices((["w1 w2", "w3", "w4 w5 w6"], [0, 1, 0]))
+    for call in (lambda: clf.fit(examples, verbose=0),
+                 lambda: clf.predict(examples.map(lambda text, label: text), verbose=0)):
+        with pytest.raises(ValueError, match=r"The dataset yields single examples .*call "
+                                             r"\.batch\(32\) on it first"):
+            call()
+    assert np.isfinite(clf.fit(examples.batch(2), verbose=0).history["loss"][0])

@@ -93,6 +93,7 @@ def batched_dataset(x, y, sample_weight, pack, batch_size=32, shuffle=False, see
         if y is not None or sample_weight is not None:
             raise ValueError("With a tf.data.Dataset as x, labels and sample weights come from "
                              "the dataset: do not pass y or sample_weight.")
+        _check_batched(x)
         dataset = x
     else:
         check_example_counts(x=x, y=y, sample_weight=sample_weight)
@@ -112,6 +113,16 @@ def batched_dataset(x, y, sample_weight, pack, batch_size=32, shuffle=False, see
     else:
         packed = dataset.map(lambda x: pack(x)[0], num_parallel_calls=tf.data.AUTOTUNE)
     return prefetched(packed)
+
+
+def _check_batched(dataset):
+    """A dataset of raw text must yield batches, as one of packed inputs must for Keras: one of
+    single examples (scalars) failed in the model with a shape error, and its trace left the
+    packing's function relaxed to any rank, so that a batched dataset failed after it."""
+    leaves = tf.nest.flatten(dataset.element_spec)
+    if any(getattr(leaf, "shape", None) is not None and leaf.shape.rank == 0 for leaf in leaves):
+        raise ValueError(f"The dataset yields single examples ({dataset.element_spec}); a "
+                         "dataset of raw text must yield batches: call .batch(32) on it first.")
 
 
 def prefetched(dataset):
