@@ -767,7 +767,8 @@ def test_a_list_of_pairs_is_refused_rather_than_read_as_the_two_segments():
 
 def test_a_dataset_of_single_raw_examples_is_refused_by_name():
     """An unbatched dataset of raw text failed in the model with a shape error, and its trace
-    relaxed the packing's function to any rank: a batched dataset then failed too."""
+    relaxed the packing's function to any rank: a batched dataset then failed too. One of
+    packed rows met Keras' shape error, which does not say what to do."""
     import tensorflow as tf
 
     import kbert
@@ -783,3 +784,8 @@ def test_a_dataset_of_single_raw_examples_is_refused_by_name():
                                              r"\.batch\(32\) on it first"):
             call()
     assert np.isfinite(clf.fit(examples.batch(2), verbose=0).history["loss"][0])
+    rows = tf.data.Dataset.from_tensor_slices((packed(rows=4), np.array([0, 1, 0, 1])))
+    with pytest.raises(ValueError, match=r"The dataset yields single examples \(token_ids of "
+                                         r"shape \(8,\)\); Keras takes batches"):
+        clf.fit(rows, verbose=0)
+    assert np.isfinite(clf.fit(rows.batch(2), verbose=0).history["loss"][0])

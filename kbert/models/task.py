@@ -209,7 +209,12 @@ class BertTask(keras.Model):
             from kbert.models.input_checks import checked_dataset
 
             spec = x.element_spec
-            labels = spec[1] if isinstance(spec, tuple) and len(spec) > 1 else None
+            inputs, labels = (spec[0], spec[1] if len(spec) > 1 else None) \
+                if isinstance(spec, tuple) else (spec, None)
+            if inputs[INPUT_KEYS[0]].shape.rank == len(self.input[INPUT_KEYS[0]].shape) - 1:
+                raise ValueError(f"The dataset yields single examples ({INPUT_KEYS[0]} of shape "
+                                 f"{inputs[INPUT_KEYS[0]].shape}); Keras takes batches: call "
+                                 ".batch(32) on it first.")
             return checked_dataset(x, model_limits(self.backbone),
                                    self._dataset_label_classes(labels), self.label_ranges,
                                    self._labels_by_output), y
