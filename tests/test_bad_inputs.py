@@ -572,6 +572,13 @@ def test_tuple_span_labels_are_start_then_end_as_declared(as_dataset):
         got = one_step(labels)
         np.testing.assert_allclose(got[-2], by_name[-2], rtol=1e-6, atol=1e-7)
         assert not np.allclose(got[-2], swapped[-2])
+    if not as_dataset:  # by_name took one step on the whole batch
+        model.set_weights(initial)
+        model.compile(optimizer=keras.optimizers.SGD(1.0))
+        model.train_on_batch(x, (start, end))
+        np.testing.assert_allclose(model.get_weights()[-2], by_name[-2], rtol=1e-6, atol=1e-7)
+        assert model.test_on_batch(x, (start, end)) == model.test_on_batch(
+            x, {"start_logits": start, "end_logits": end})
     scores = [model.evaluate(labelled, return_dict=True, verbose=0) for labelled in (
         _dataset(x, (start, end)), _dataset(x, {"start_logits": start, "end_logits": end}))]
     assert scores[0] == scores[1]

@@ -295,6 +295,14 @@ class BertTask(keras.Model):
                            validation_data=validation_data, shuffle=shuffle,
                            validation_split=validation_split, **kwargs)
 
+    def train_on_batch(self, x, y=None, *args, **kwargs):
+        """Keras' `train_on_batch`, with tuple labels paired as `fit` pairs them
+        (`_labels_by_output`); inputs are not checked, for loops that time the step."""
+        return super().train_on_batch(x, self._labels_by_output(y), *args, **kwargs)
+
+    def test_on_batch(self, x, y=None, *args, **kwargs):
+        return super().test_on_batch(x, self._labels_by_output(y), *args, **kwargs)
+
     def _build_optimizer(self):
         """Creates the optimizer's moments before the first step. Keras' TensorFlow trainer,
         outside a distribution strategy's scope, leaves them to the traced step, and a step that
