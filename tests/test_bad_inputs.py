@@ -729,7 +729,8 @@ def test_ragged_choices_and_non_finite_targets_are_refused_by_name():
 
 def test_missing_text_is_refused_by_position():
     """A None, or pandas' NaN for a missing cell, became the text "None" or "nan"; a tagger's
-    word lists met TensorFlow's "mixed types" error, which names no sentence."""
+    word lists met TensorFlow's "mixed types" error, and labels for other words than a
+    sentence has the graph's check, neither of which names the sentence."""
     import kbert
 
     tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
@@ -747,6 +748,9 @@ def test_missing_text_is_refused_by_position():
                                                               "list of words; got 7")]:
         with pytest.raises(TypeError, match=message):
             call()
+    with pytest.raises(ValueError, match="Sentence 1 has 1 words and 2 labels: give one label "
+                                         "per word"):
+        tagger.fit([["w1", "w2"], ["w3"]], [[0, 1], [2, 0]], verbose=0)
     assert clf.predict(["w1", "w2 w3"], verbose=0).shape == (2, 2)
 
 

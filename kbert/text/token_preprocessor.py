@@ -217,7 +217,7 @@ class BertTokenPreprocessor(PreprocessorBase):
         if not isinstance(x, tf.data.Dataset):
             check_example_counts(x=x, y=y)
         if isinstance(x, (list, tuple)):
-            _check_words(x)
+            _check_words(x, y)
             texts = all(isinstance(v, (str, bytes)) for v in x)
             x = tf.constant(list(x), tf.string) if texts else tf.ragged.constant(x, tf.string)
         if y is not None and not isinstance(y, tf.RaggedTensor):
@@ -253,9 +253,10 @@ class BertTokenPreprocessor(PreprocessorBase):
         return config
 
 
-def _check_words(sentences):
-    """Raw strings or word lists hold text only: TensorFlow's "mixed types" error names no
-    sentence, and a None would not be a word."""
+def _check_words(sentences, labels=None):
+    """Raw strings or word lists hold text only (TensorFlow's "mixed types" error names no
+    sentence, and a None would not be a word), and a word list as many labels as words (the
+    graph's own check names no sentence)."""
     for n, row in enumerate(sentences):
         if isinstance(row, (str, bytes)):
             continue
@@ -265,3 +266,7 @@ def _check_words(sentences):
             if not isinstance(word, (str, bytes)):
                 raise TypeError(f"Sentence {n}: give words as strings; got {word!r} at word "
                                 f"{k}.")
+        tags = labels[n] if isinstance(labels, (list, tuple)) else None
+        if isinstance(tags, (list, tuple, np.ndarray)) and len(tags) != len(row):
+            raise ValueError(f"Sentence {n} has {len(row)} words and {len(tags)} labels: give "
+                             "one label per word.")
