@@ -715,6 +715,7 @@ def test_ragged_choices_and_non_finite_targets_are_refused_by_name():
         choices.preprocessor.dataset(ragged)
     with pytest.raises(ValueError, match=r"Question 0 has 3 choice\(s\); this model scores 2"):
         choices.predict((["w1"], [["w3", "w4", "w5"]]), verbose=0)
+    assert choices.predict((["w1"], [np.array(["w3", "w4"])]), verbose=0).shape == (1, 2)
     regression = kbert.BertClassifier(backbone, num_classes=1)
     regression.compile(optimizer="adam")
     weights = [w.copy() for w in regression.get_weights()]

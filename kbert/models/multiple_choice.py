@@ -88,7 +88,7 @@ class BertMultipleChoice(BertTask):
         choices = x[1] if isinstance(x, tuple) and len(x) == 2 else None
         if isinstance(choices, (list, tuple)):
             for n, row in enumerate(choices):
-                count = len(row) if isinstance(row, (list, tuple)) else 1
+                count = 1 if isinstance(row, (str, bytes)) else len(row)
                 if count != self.num_choices:
                     raise ValueError(f"Question {n} has {count} choice(s); this model scores "
                                      f"{self.num_choices} a question (num_choices).")
