@@ -1,8 +1,6 @@
 """`BertTask`: what every model built on a `BertBackbone` shares: its optional preprocessor,
 raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`."""
 
-import math
-
 import keras
 
 from kbert import tensorflow_backend
@@ -11,17 +9,7 @@ from kbert.models.backbone import INPUT_KEYS, BertBackbone, check_model_kwargs
 from kbert.models.input_limits import (check_class_labels, check_numeric_labels,
                                        check_output_labels, check_packed_inputs,
                                        check_preprocessor, model_limits)
-
-
-def _is_packed(x):
-    """Whether `x` already holds model inputs (a dict of ids, or a dataset of them)."""
-    if isinstance(x, dict):
-        return INPUT_KEYS[0] in x
-    spec = getattr(x, "element_spec", None)
-    if spec is not None:
-        first = spec[0] if isinstance(spec, tuple) else spec
-        return isinstance(first, dict) and INPUT_KEYS[0] in first
-    return False
+from kbert.models.raw_inputs import dataset_parts, holds_nothing, is_packed, split_off
 
 
 def classification_defaults(loss=None, metrics=None):
@@ -42,31 +30,6 @@ def _backbone_in(model):
         if isinstance(getattr(layer, "backbone", None), BertBackbone):
             return layer.backbone
     raise ValueError(f"{type(model).__name__} runs no BertBackbone.")
-
-
-def _split_off(data, fraction):
-    """(the first part, the last `fraction`) of `data`, a sequence or a tuple of them (pairs,
-    questions and choices), cut where Keras' `validation_split` cuts arrays: before any
-    shuffling, at floor(n * (1 - fraction))."""
-    if data is None:
-        return None, None
-    if isinstance(data, tuple):
-        parts = [_split_off(part, fraction) for part in data]
-        return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
-    at = math.floor(len(data) * (1.0 - fraction))
-    if not 0 < at < len(data):
-        raise ValueError(f"validation_split={fraction} leaves no training or no validation "
-                         f"examples of {len(data)}.")
-    return data[:at], data[at:]
-
-
-def _holds_nothing(x):
-    """Whether raw `x` (texts, or a tuple of them) has no example; a dataset is not read."""
-    first = x[0] if isinstance(x, tuple) and x else x
-    shape = getattr(first, "shape", None)
-    if shape is not None:
-        return len(shape) > 0 and shape[0] == 0
-    return isinstance(first, (list, tuple)) and len(first) == 0
 
 
 class BertTask(keras.Model):
@@ -192,7 +155,7 @@ class BertTask(keras.Model):
     # --- raw text in -------------------------------------------------------------------------
 
     def _raw(self, x):
-        return self.preprocessor is not None and x is not None and not _is_packed(x)
+        return self.preprocessor is not None and x is not None and not is_packed(x)
 
     def _check(self, x, y=None):
         """Packed arrays must hold what the backbone embeds and labels what the head scores:
@@ -205,12 +168,10 @@ class BertTask(keras.Model):
             check_packed_inputs(model_limits(self.backbone), x)
             y = self._labels_by_output(y)
             check_output_labels(y, x.get("token_ids"), self.label_ranges)
-        elif _is_packed(x) and hasattr(x, "map"):  # a dataset, read batch by batch
+        elif is_packed(x) and hasattr(x, "map"):  # a dataset, read batch by batch
             from kbert.models.input_checks import checked_dataset
 
-            spec = x.element_spec
-            inputs, labels = (spec[0], spec[1] if len(spec) > 1 else None) \
-                if isinstance(spec, tuple) else (spec, None)
+            inputs, labels = dataset_parts(x.element_spec)
             if inputs[INPUT_KEYS[0]].shape.rank == len(self.input[INPUT_KEYS[0]].shape) - 1:
                 raise ValueError(f"The dataset yields single examples ({INPUT_KEYS[0]} of shape "
                                  f"{inputs[INPUT_KEYS[0]].shape}); Keras takes batches: call "
@@ -253,7 +214,7 @@ class BertTask(keras.Model):
     def _text_dataset(self, x, *args, **kwargs):
         """The preprocessor's batches, each cut to its longest row (rounded up to a few sizes
         where XLA runs them)."""
-        if _holds_nothing(x):  # else an error about float64 ([] has no type) or Keras' own
+        if holds_nothing(x):  # else an error about float64 ([] has no type) or Keras' own
             raise ValueError("The input holds no examples (no text to pack).")
         return self.preprocessor.dataset(x, *args, pad_to_multiple_of=xla.pad_multiple(self),
                                          **kwargs)
@@ -275,7 +236,7 @@ class BertTask(keras.Model):
         if self._raw(x):
             if validation_split and validation_data is None:
                 (x, x_val), (y, y_val), (sample_weight, w_val) = (
-                    _split_off(v, validation_split) for v in (x, y, sample_weight))
+                    split_off(v, validation_split) for v in (x, y, sample_weight))
                 validation_data = (x_val, y_val, w_val)
             validation_split = 0.0  # Keras splits arrays only, not the dataset made here
             x = self._text_dataset(x, y, sample_weight, rows, shuffle)
