@@ -15,6 +15,7 @@ FLOORS = {
     "kbert.config": 0, "kbert.config_checks": 0, "kbert.atomic": 0, "kbert.tensorflow_backend": 0,
     "kbert.layers": 1,
     "kbert.models": 2,
+    "kbert.tensorflow_input_checks": 2,  # the models' input checks for tf.data, outside models/
     "kbert.text": 3, "kbert.convert": 3, "kbert.evaluation": 3, "kbert.viz": 3,
     "kbert.data": 4,
     "kbert.presets": 5, "kbert.runs": 5,  # names and run directories → models, tokenizers
@@ -141,3 +142,33 @@ def test_imports_only_go_down():
 def test_the_parser_sees_every_form_of_import(source, expected):
     imports = _imports(ast.parse(source), "kbert.layers.x", False)
     assert [name for name, _, _ in imports] == [expected]
+
+
+
+def _imported_packages(tree):
+    """(top-level package, line) of every import in `tree`, lazy ones included."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name.split(".")[0], node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.append(((node.module or "").split(".")[0], node.lineno))
+    return found
+
+
+def test_model_code_imports_no_tensorflow():
+    """DESIGN.md: `kbert/layers` and `kbert/models` are `keras.ops` only, so that they run on
+    Keras' JAX backend where TensorFlow is not installed; the TensorFlow-only code they call
+    lives in `kbert.tensorflow_backend` and `kbert.tensorflow_input_checks`."""
+    found = [f"{path.relative_to(ROOT.parent)}:{line} imports {package}"
+             for folder in ("layers", "models") for path in sorted((ROOT / folder).rglob("*.py"))
+             for package, line in _imported_packages(ast.parse(path.read_text(encoding="utf-8")))
+             if package == "tensorflow"]
+    assert not found, "\n".join(found)
+
+
+def test_the_tensorflow_check_sees_lazy_and_from_imports():
+    source = ("import keras\ndef f():\n    import tensorflow as tf\n"
+              "    from tensorflow.python import ops\n    from . import x\n")
+    assert _imported_packages(ast.parse(source)) == [
+        ("keras", 1), ("tensorflow", 3), ("tensorflow", 4)]

@@ -25,7 +25,7 @@ Every export has these signatures, with method name "tensorflow/serving/predict"
   ([batch, seq], or [batch, num_choices, seq] for multiple choice), for clients that tokenize
   themselves. Same outputs. Ids outside the vocabulary, segments outside the model's types, a
   mask not 0/1, rows longer than the model's positions or inputs of different shapes get an
-  InvalidArgument error naming the input (`kbert.models.input_checks`).
+  InvalidArgument error naming the input (`kbert.tensorflow_input_checks`).
 
 Work per request is bounded: each text is cut, before tokenization, to the bytes its kept
 tokens can come from (`kbert.text.preprocessor_base`), and a span labeler's context or a token
@@ -70,7 +70,7 @@ Outputs, by task:
 
 import tensorflow as tf
 
-from kbert.models.input_checks import check_token_inputs
+from kbert.tensorflow_input_checks import check_token_inputs
 from kbert.models.input_limits import check_preprocessor, model_limits
 from kbert.export.serving_tasks import label_names_for, num_choices, num_classes, task_for
 from kbert.models.backbone import INPUT_KEYS

@@ -117,13 +117,13 @@ class BertBackbone(keras.Model):
     def predict(self, x, *args, **kwargs):
         """Keras' `predict`, after packed arrays are checked against this model's tables (under
         XLA an id beyond them would read a clamped row, not fail); a dataset's batches are
-        checked as they are read (`kbert.models.input_checks`)."""
+        checked as they are read (`kbert.tensorflow_input_checks`)."""
         from kbert.models.input_limits import check_packed_inputs, model_limits  # imports this
 
         if isinstance(x, dict):
             check_packed_inputs(model_limits(self), x)
         elif isinstance(getattr(x, "element_spec", None), dict) and hasattr(x, "map"):
-            from kbert.models.input_checks import checked_dataset
+            from kbert.tensorflow_input_checks import checked_dataset
 
             x = checked_dataset(x, model_limits(self))
         return super().predict(x, *args, **kwargs)

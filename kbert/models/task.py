@@ -163,13 +163,13 @@ class BertTask(keras.Model):
         logits makes the loss NaN, neither an error (`check_packed_inputs`, `_check_labels`).
         Returns `(x, y)`, tuple labels of several outputs as a dict (`_labels_by_output`); a
         dataset of packed inputs is returned wrapped, so that each batch is checked as it is
-        read (`kbert.models.input_checks`)."""
+        read (`kbert.tensorflow_input_checks`)."""
         if isinstance(x, dict):
             check_packed_inputs(model_limits(self.backbone), x)
             y = self._labels_by_output(y)
             check_output_labels(y, x.get("token_ids"), self.label_ranges)
         elif is_packed(x) and hasattr(x, "map"):  # a dataset, read batch by batch
-            from kbert.models.input_checks import checked_dataset
+            from kbert.tensorflow_input_checks import checked_dataset
 
             inputs, labels = dataset_parts(x.element_spec)
             if inputs[INPUT_KEYS[0]].shape.rank == len(self.input[INPUT_KEYS[0]].shape) - 1:

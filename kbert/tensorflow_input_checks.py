@@ -1,6 +1,7 @@
-"""The input checks of `kbert.models.input_limits` as graph ops, where the values are not known
-when the model is called: each request to an export, each batch of a dataset given to `fit` /
-`evaluate` / `predict`.
+"""The input checks of `kbert.models.input_limits` as TensorFlow graph ops, where the values are
+not known when the model is called: each request to an export, each batch of a tf.data dataset
+given to `fit` / `evaluate` / `predict`. Kept out of `kbert/models`, whose code is `keras.ops`
+only; the models import it when they are handed a tf.data dataset.
 
 `serve_token_ids` takes ids from clients that tokenize themselves. Without checks, an embedding
 lookup wraps negative ids (keras.ops.take follows numpy: token id -5 answered as id
