@@ -69,23 +69,51 @@ def check_label_ids(labels, classes, name="labels", meaning="class ids"):
         return tf.identity(labels)
 
 
+def check_finite(labels, name="labels"):
+    """`labels` (floats) with a control dependency on every value being finite: a NaN target
+    makes the loss NaN, and training goes on, every weight NaN after one step."""
+    with tf.control_dependencies([tf.debugging.assert_all_finite(
+            labels, f"{name} must be finite numbers; got NaN or infinity")]):
+        return tf.identity(labels)
+
+
+def _is_float_tensor(labels):
+    return isinstance(labels, tf.Tensor) and labels.dtype.is_floating
+
+
+def _check_label_types(spec):
+    """Raises ValueError naming the labels of a dataset (`spec`: their TensorSpec, or a dict
+    of them) that are not numbers, before Keras' cast fails inside the step."""
+    for key, part in (spec.items() if isinstance(spec, dict) else [("labels", spec)]):
+        dtype = getattr(part, "dtype", None)
+        if dtype is not None and not (dtype.is_integer or dtype.is_floating or dtype.is_bool):
+            raise ValueError(f"The dataset's {'' if key == 'labels' else key + ' '}labels must "
+                             f"be numbers (class ids or targets), got {dtype.name}; map label "
+                             "names to ids first (`dataset.map`).")
+
+
 def checked_dataset(dataset, limits, label_classes=None, label_ranges=None,
                     labels_by_output=None):
     """`dataset` (elements `inputs`, `(inputs,)`, `(inputs, labels)` or `(inputs, labels,
     weights)`, inputs a dict of packed ids) with every batch checked as it is read
-    (`check_token_inputs`). Labels are checked by `check_label_ids`: against `label_classes`
-    when given, or, for a dict of labels, each integer one against `label_ranges(row length)`'s
-    {output: (classes, meaning)}; `labels_by_output` first turns a tuple of labels into that
-    dict (`BertTask._labels_by_output`)."""
+    (`check_token_inputs`). Labels must be numbers; integer ones are checked by
+    `check_label_ids`: against `label_classes` when given, or, for a dict of labels, each
+    against `label_ranges(row length)`'s {output: (classes, meaning)}; float ones must be
+    finite (`check_finite`). `labels_by_output` first turns a tuple of labels into that dict
+    (`BertTask._labels_by_output`)."""
     def check_labels(labels, length):
         if label_classes is not None:
             return check_label_ids(labels, label_classes)
-        if label_ranges is None or not isinstance(labels, dict):
-            return labels
+        if not isinstance(labels, dict):
+            return check_finite(labels) if _is_float_tensor(labels) else labels
+        ranges = label_ranges(length) if label_ranges is not None else {}
         checked = dict(labels)
-        for key, (classes, meaning) in label_ranges(length).items():
-            if key in labels and labels[key].dtype.is_integer:
-                checked[key] = check_label_ids(labels[key], classes, f"{key} labels", meaning)
+        for key, values in labels.items():
+            if _is_float_tensor(values):
+                checked[key] = check_finite(values, f"{key} labels")
+            elif key in ranges and values.dtype.is_integer:
+                classes, meaning = ranges[key]
+                checked[key] = check_label_ids(values, classes, f"{key} labels", meaning)
         return checked
 
     def check(inputs, *rest):
@@ -98,6 +126,8 @@ def checked_dataset(dataset, limits, label_classes=None, label_ranges=None,
         return (inputs, *rest)
 
     single = not isinstance(dataset.element_spec, tuple)
+    if not single and len(dataset.element_spec) > 1:
+        _check_label_types(dataset.element_spec[1])
     # A parallel map runs ahead of the model as a prefetch would; it keeps `dataset`'s options
     # (kbert's own datasets turn tf.data's autotuner off: `kbert.text.datasets.prefetched`).
     return dataset.map((lambda x: check(x)[0]) if single else check,

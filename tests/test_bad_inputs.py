@@ -511,6 +511,46 @@ def test_dataset_labels_are_checked_against_the_head(jit_compile):
         tagger.fit(_dataset(packed(rows=4), tags, np.ones((4, 8), "float32")), verbose=0)
 
 
+@pytest.mark.parametrize("raw", [False, True])
+def test_dataset_targets_must_be_finite_numbers(raw):
+    """A NaN target trains on: loss NaN and every weight NaN after one step, no error. Labels
+    of a dataset of raw text are checked as a packed dataset's are."""
+    import tensorflow as tf
+
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    backbone = kbert.BertBackbone(BertConfig(**SMALL))
+    model = kbert.BertClassifier(backbone, num_classes=1,
+                                 preprocessor=kbert.BertPreprocessor(tokenizer, 8))
+    model.compile(optimizer="sgd")
+    x = tf.constant(["w1 w2", "w3", "w4 w5 w6", "w7"]) if raw else packed(rows=4)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="labels must be finite numbers; got NaN or infinity"):
+        model.fit(_dataset(x, np.array([0.5, np.nan, 1.0, 2.0], "float32")), verbose=0)
+    with pytest.raises(ValueError, match="labels must be numbers .*got string; map label names"):
+        model.fit(_dataset(x, np.array(["good", "bad", "good", "bad"])), verbose=0)
+    model.fit(_dataset(x, np.array([0.5, 0.0, 1.0, 2.0], "float32")), verbose=0)
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
+def test_a_raw_text_dataset_checks_its_class_ids():
+    import tensorflow as tf
+
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    model = kbert.BertClassifier(kbert.BertBackbone(BertConfig(**SMALL)), num_classes=2,
+                                 preprocessor=kbert.BertPreprocessor(tokenizer, 8))
+    model.compile(optimizer="sgd", jit_compile=True)  # XLA: a NaN loss, not TF's own error
+    texts = tf.constant(["w1 w2", "w3", "w4 w5 w6", "w7"])
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"labels must be class ids, in \[0, 2\); got a larger value"):
+        model.fit(_dataset(texts, np.array([0, 1, 2, 1])), verbose=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"in \[0, 2\); got a smaller"):
+        model.evaluate(_dataset(texts, np.array([0, -1, 1, 1])), verbose=0)
+
+
 def test_a_pretraining_dataset_checks_its_masked_positions():
     import tensorflow as tf
 

@@ -216,8 +216,11 @@ class BertTask(keras.Model):
         where XLA runs them)."""
         if holds_nothing(x):  # else an error about float64 ([] has no type) or Keras' own
             raise ValueError("The input holds no examples (no text to pack).")
-        return self.preprocessor.dataset(x, *args, pad_to_multiple_of=xla.pad_multiple(self),
-                                         **kwargs)
+        packed = self.preprocessor.dataset(x, *args, pad_to_multiple_of=xla.pad_multiple(self),
+                                           **kwargs)
+        # A dataset's labels are seen batch by batch, as a packed dataset's are; arrays' were
+        # checked whole in `_check`.
+        return self._check(packed)[0] if hasattr(x, "element_spec") else packed
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
             shuffle=None, validation_split=0.0, **kwargs):
