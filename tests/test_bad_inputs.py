@@ -841,3 +841,23 @@ def test_a_dataset_of_single_raw_examples_is_refused_by_name():
                                          r"shape \(8,\)\); Keras takes batches"):
         clf.fit(rows, verbose=0)
     assert np.isfinite(clf.fit(rows.batch(2), verbose=0).history["loss"][0])
+
+
+@pytest.mark.parametrize("method", ["train_on_batch", "test_on_batch", "predict_on_batch"])
+def test_the_on_batch_methods_name_text_they_cannot_take(method):
+    """As keras-hub's, they take packed ids; Keras' own error counted "4 input tensors"."""
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    model = kbert.BertClassifier(kbert.BertBackbone(BertConfig(**SMALL)), num_classes=2,
+                                 preprocessor=kbert.BertPreprocessor(tokenizer, 8))
+    model.compile(optimizer="sgd")
+    labels = () if method == "predict_on_batch" else (np.array([0, 1]),)
+    texts = ["w1 w2", "w3"]
+    with pytest.raises(ValueError, match=f"{method} takes packed inputs .* not text: pack a "
+                                         "batch with the model's preprocessor"):
+        getattr(model, method)(texts, *labels)
+    with pytest.raises(ValueError, match="not text"):
+        getattr(model, method)((np.array(texts), np.array(texts)), *labels)
+    out = getattr(model, method)(dict(model.preprocessor(texts)), *labels)
+    assert np.isfinite(out).all()

@@ -3,6 +3,8 @@ text as Keras' `validation_split` cuts arrays."""
 
 import math
 
+import keras
+
 from kbert.models.backbone import INPUT_KEYS
 
 
@@ -48,3 +50,13 @@ def holds_nothing(x):
     if shape is not None:
         return len(shape) > 0 and shape[0] == 0
     return isinstance(first, (list, tuple)) and len(first) == 0
+
+
+def holds_text(x):
+    """Whether `x` is text: a string, or lists, tuples, arrays or tensors that hold strings."""
+    for leaf in keras.tree.flatten(x):
+        dtype = getattr(leaf, "dtype", None)
+        if isinstance(leaf, (str, bytes)) or getattr(dtype, "kind", None) in ("U", "S") or (
+                getattr(dtype, "name", None) == "string"):
+            return True
+    return False

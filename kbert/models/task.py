@@ -9,7 +9,12 @@ from kbert.models.backbone import INPUT_KEYS, BertBackbone, check_model_kwargs
 from kbert.models.input_limits import (check_class_labels, check_numeric_labels,
                                        check_output_labels, check_packed_inputs,
                                        check_preprocessor, model_limits)
-from kbert.models.raw_inputs import dataset_parts, holds_nothing, is_packed, split_off
+from kbert.models.raw_inputs import (dataset_parts, holds_nothing, holds_text, is_packed,
+                                     split_off)
+
+
+_PACKING_METHOD = {"train_on_batch": "fit", "test_on_batch": "evaluate",
+                   "predict_on_batch": "predict"}
 
 
 def classification_defaults(loss=None, metrics=None):
@@ -262,10 +267,25 @@ class BertTask(keras.Model):
     def train_on_batch(self, x, y=None, *args, **kwargs):
         """Keras' `train_on_batch`, with tuple labels paired as `fit` pairs them
         (`_labels_by_output`); inputs are not checked, for loops that time the step."""
+        self._refuse_raw_batch(x, "train_on_batch")
         return super().train_on_batch(x, self._labels_by_output(y), *args, **kwargs)
 
     def test_on_batch(self, x, y=None, *args, **kwargs):
+        self._refuse_raw_batch(x, "test_on_batch")
         return super().test_on_batch(x, self._labels_by_output(y), *args, **kwargs)
+
+    def predict_on_batch(self, x):
+        self._refuse_raw_batch(x, "predict_on_batch")
+        return super().predict_on_batch(x)
+
+    def _refuse_raw_batch(self, x, method):
+        """The `*_on_batch` methods take packed ids, as keras-hub's do: Keras' own error for
+        strings counts "4 input tensors" where the model wants 3 named ones."""
+        if holds_text(x):
+            raise ValueError(f"{method} takes packed inputs (a dict of {', '.join(INPUT_KEYS)}), "
+                             "not text: pack a batch with the model's preprocessor "
+                             f"(`model.preprocessor(texts)`), or give the text to "
+                             f"{_PACKING_METHOD[method]}, which packs it.")
 
     def _build_optimizer(self):
         """Creates the optimizer's moments before the first step. Keras' TensorFlow trainer,
