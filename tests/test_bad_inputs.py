@@ -585,8 +585,8 @@ def test_span_targets_must_be_positions_in_the_row(jit_compile):
     assert all(np.isfinite(w).all() for w in model.get_weights())
 
 
-@pytest.mark.parametrize("as_dataset", [False, True])
-def test_tuple_span_labels_are_start_then_end_as_declared(as_dataset):
+@pytest.mark.parametrize("source", ["arrays", "dataset", "generator"])
+def test_tuple_span_labels_are_start_then_end_as_declared(source):
     """Keras pairs a tuple of labels with the outputs sorted by name (end_logits first), which
     trained a span model's end logits on start positions; kbert pairs them in the order the
     outputs are declared. Invariant: one step on (start, end) gives the weights one step on
@@ -602,17 +602,20 @@ def test_tuple_span_labels_are_start_then_end_as_declared(as_dataset):
     def one_step(labels):
         model.set_weights(initial)
         model.compile(optimizer=keras.optimizers.SGD(1.0))
-        data = dict(x=_dataset(x, labels)) if as_dataset else dict(x=x, y=labels, batch_size=4)
+        data = {"arrays": lambda: dict(x=x, y=labels, batch_size=4),
+                "dataset": lambda: dict(x=_dataset(x, labels)),
+                "generator": lambda: dict(x=(batch for batch in [(x, labels)]))}[source]()
         model.fit(**data, epochs=1, shuffle=False, verbose=0)
         return model.get_weights()
 
     by_name = one_step({"start_logits": start, "end_logits": end})
     swapped = one_step({"start_logits": end, "end_logits": start})
-    for labels in [(start, end)] + ([] if as_dataset else [[start, end]]):  # tf.data stacks lists
+    for labels in [(start, end)] + ([] if source == "dataset" else [[start, end]]):  # tf.data
+        # stacks a list
         got = one_step(labels)
         np.testing.assert_allclose(got[-2], by_name[-2], rtol=1e-6, atol=1e-7)
         assert not np.allclose(got[-2], swapped[-2])
-    if not as_dataset:  # by_name took one step on the whole batch
+    if source != "dataset":  # by_name took one step on the whole batch
         model.set_weights(initial)
         model.compile(optimizer=keras.optimizers.SGD(1.0))
         model.train_on_batch(x, (start, end))
@@ -841,6 +844,47 @@ def test_a_dataset_of_single_raw_examples_is_refused_by_name():
                                          r"shape \(8,\)\); Keras takes batches"):
         clf.fit(rows, verbose=0)
     assert np.isfinite(clf.fit(rows.batch(2), verbose=0).history["loss"][0])
+
+
+@pytest.mark.parametrize("kind", ["generator", "PyDataset"])
+def test_streamed_batches_of_packed_inputs_are_checked_and_text_named(kind):
+    """Keras reads generators and PyDatasets itself: with a preprocessor on the model they were
+    taken for text and refused; their labels went unchecked (a class id past the head gave a
+    NaN loss). Each batch is now checked as a dict of arrays is."""
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    model = kbert.BertClassifier(kbert.BertBackbone(BertConfig(**SMALL)), num_classes=2,
+                                 preprocessor=kbert.BertPreprocessor(tokenizer, 8))
+    model.compile(optimizer="sgd")
+    texts = np.array(["w1 w2", "w3", "w4 w5 w6", "w7"])
+    ids = {k: np.asarray(v) for k, v in model.preprocessor(texts).items()}
+
+    class Batches(keras.utils.PyDataset):
+        def __init__(self, batches):
+            super().__init__()
+            self.batches = batches
+
+        def __len__(self):
+            return len(self.batches)
+
+        def __getitem__(self, index):
+            return self.batches[index]
+
+    def stream(*batches):
+        return Batches(list(batches)) if kind == "PyDataset" else (b for b in batches)
+
+    good = (ids, np.array([0, 1, 1, 0]))
+    history = model.fit(stream(good, good), epochs=1, verbose=0).history
+    assert np.isfinite(history["loss"]).all()
+    assert np.isfinite(model.evaluate(stream(good), verbose=0)).all()
+    with pytest.raises(ValueError, match=r"class ids, integers in \[0, 2\); got 5 at \(1,\)"):
+        model.fit(stream(good, (ids, np.array([0, 5, 1, 1]))), verbose=0)
+    with pytest.raises(ValueError, match=r"token_ids must be vocabulary ids"):
+        model.fit(stream(({**ids, "token_ids": ids["token_ids"] + 50}, good[1])), verbose=0)
+    with pytest.raises(TypeError, match="The batches hold text; a generator or PyDataset must "
+                                        "yield packed inputs"):
+        model.fit(stream((texts, good[1])), verbose=0)
 
 
 @pytest.mark.parametrize("method", ["train_on_batch", "test_on_batch", "predict_on_batch"])

@@ -60,3 +60,55 @@ def holds_text(x):
                 getattr(dtype, "name", None) == "string"):
             return True
     return False
+
+
+def is_stream(x):
+    """Whether `x` is a Python generator (or other iterator) or a `keras.utils.PyDataset`:
+    batches Keras reads itself, which a task model cannot pack."""
+    return hasattr(x, "__next__") or isinstance(x, keras.utils.PyDataset)
+
+
+
+def checked_stream(x, check):
+    """`x` (`is_stream`) with `check(inputs, labels)` → (inputs, labels) applied to every
+    batch, after TypeError if a batch holds text, not packed inputs."""
+    if isinstance(x, keras.utils.PyDataset):
+        return _CheckedPyDataset(x, check)
+    return (_checked_batch(batch, check) for batch in x)
+
+
+def _checked_batch(batch, check):
+    parts = batch if isinstance(batch, tuple) else (batch,)
+    if holds_text(parts[0]):
+        raise TypeError(f"The batches hold text; a generator or PyDataset must yield packed "
+                        f"inputs (dicts of {', '.join(INPUT_KEYS)}): pack each batch with the "
+                        "model's preprocessor (`model.preprocessor(texts)`), or give the text "
+                        "as lists, arrays or a tf.data.Dataset (`tf.data.Dataset."
+                        "from_generator`), which the model packs.")
+    checked = check(parts[0], parts[1] if len(parts) > 1 else None)
+    return (*checked[:len(parts)], *parts[2:]) if isinstance(batch, tuple) else checked[0]
+
+
+class _CheckedPyDataset(keras.utils.PyDataset):
+    """A `PyDataset` whose batches are checked as they are read, with its workers."""
+
+    def __init__(self, inner, check):
+        super().__init__(workers=inner.workers, use_multiprocessing=inner.use_multiprocessing,
+                         max_queue_size=inner.max_queue_size)
+        self.inner, self.check = inner, check
+
+    def __len__(self):
+        return len(self.inner)
+
+    @property
+    def num_batches(self):
+        return self.inner.num_batches
+
+    def __getitem__(self, index):
+        return _checked_batch(self.inner[index], self.check)
+
+    def on_epoch_begin(self):
+        self.inner.on_epoch_begin()
+
+    def on_epoch_end(self):
+        self.inner.on_epoch_end()

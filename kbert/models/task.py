@@ -9,8 +9,8 @@ from kbert.models.backbone import INPUT_KEYS, BertBackbone, check_model_kwargs
 from kbert.models.input_limits import (check_class_labels, check_numeric_labels,
                                        check_output_labels, check_packed_inputs,
                                        check_preprocessor, model_limits)
-from kbert.models.raw_inputs import (dataset_parts, holds_nothing, holds_text, is_packed,
-                                     split_off)
+from kbert.models.raw_inputs import (checked_stream, dataset_parts, holds_nothing, holds_text,
+                                     is_packed, is_stream, split_off)
 
 
 _PACKING_METHOD = {"train_on_batch": "fit", "test_on_batch": "evaluate",
@@ -160,7 +160,8 @@ class BertTask(keras.Model):
     # --- raw text in -------------------------------------------------------------------------
 
     def _raw(self, x):
-        return self.preprocessor is not None and x is not None and not is_packed(x)
+        return (self.preprocessor is not None and x is not None and not is_packed(x)
+                and not is_stream(x))
 
     def _check(self, x, y=None):
         """Packed arrays must hold what the backbone embeds and labels what the head scores:
@@ -184,6 +185,8 @@ class BertTask(keras.Model):
             return checked_dataset(x, model_limits(self.backbone),
                                    self._dataset_label_classes(labels), self.label_ranges,
                                    self._labels_by_output), y
+        elif is_stream(x):  # Keras reads it; each batch is checked as a dict of arrays is
+            return checked_stream(x, self._check), y
         self._check_labels(y)
         return x, y
 
@@ -230,10 +233,10 @@ class BertTask(keras.Model):
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
             shuffle=None, validation_split=0.0, **kwargs):
         """Keras' `fit`, with raw text and input checks. `shuffle` defaults to True for arrays
-        and raw text, False for a TensorFlow `Dataset` (shuffled by its maker; Keras ignores it
-        there and warns)."""
+        and raw text, False for a TensorFlow `Dataset`, a generator or a `PyDataset` (shuffled
+        by their maker; Keras ignores it there and warns)."""
         if shuffle is None:
-            shuffle = not hasattr(x, "element_spec")
+            shuffle = not (hasattr(x, "element_spec") or is_stream(x))
         x, y = self._check(x, y)
         if isinstance(validation_data, tuple):
             checked = self._check(*validation_data[:2] or (None,))

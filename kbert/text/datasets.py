@@ -4,6 +4,7 @@ This is how a task model with a preprocessor takes `fit(["a great film", ...], l
 keras-hub's tasks do: strings stay strings until the batch is packed inside tf.data.
 """
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -21,6 +22,9 @@ def as_tensor_data(x):
         return x
     if isinstance(x, str):
         raise TypeError("Give a list of strings (a batch), not a single string.")
+    if hasattr(x, "__next__") or isinstance(x, keras.utils.PyDataset):
+        raise TypeError(f"Raw text comes as lists, arrays or a tf.data.Dataset, not as a "
+                        f"{type(x).__name__} (`tf.data.Dataset.from_generator` wraps one).")
     array = np.asarray(x, dtype=object if _holds_text(x) else None)
     if array.size and array.dtype != object:
         raise TypeError(f"Give text (strings); got {array.dtype} values.")
