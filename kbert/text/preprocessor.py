@@ -137,7 +137,16 @@ class BertPreprocessor(PreprocessorBase):
             out.append(s)
         return out
 
-    def call(self, inputs):
+    def call(self, x, y=None, sample_weight=None):
+        """Packs `x`. Given labels or weights too (keras-hub's form, so that
+        `dataset.map(preprocessor)` packs elements `(text, label)`), returns `(packed, y,
+        sample_weight)` as `keras.utils.pack_x_y_sample_weight` puts them."""
+        packed = self._pack(x)
+        if y is None and sample_weight is None:
+            return packed
+        return keras.utils.pack_x_y_sample_weight(packed, y, sample_weight)
+
+    def _pack(self, inputs):
         segments = self._segments(inputs)
         if len(segments) == 2 and segments[1].shape.rank == 2:
             return self._pack_choices(*segments)
@@ -175,7 +184,7 @@ class BertPreprocessor(PreprocessorBase):
             raise ValueError(f"Multiple choice takes [batch] questions and [batch, num_choices] "
                              f"choices; got questions of shape {first.shape}.")
         num_choices = tf.shape(choices)[1]
-        packed = self.call((tf.repeat(first, num_choices), tf.reshape(choices, [-1])))
+        packed = self._pack((tf.repeat(first, num_choices), tf.reshape(choices, [-1])))
         return {k: tf.reshape(v, [-1, num_choices, self.sequence_length])
                 for k, v in packed.items()}
 

@@ -149,6 +149,10 @@ class BertTokenizer(keras.layers.Layer):
         ids = self._wordpiece.tokenize(words).merge_dims(1, 2)
         return ids[0] if scalar else ids
 
+    def tokenize(self, inputs):
+        """The same as calling the tokenizer (keras-hub's name)."""
+        return self(inputs)
+
     def tokenize_with_offsets(self, inputs, unit="byte"):
         """(ids, starts, ends): ragged int32 [batch, None] each; [start, end) into the original
         strings, in bytes (`unit="byte"`) or characters (`unit="char"`, code points, with each

@@ -181,3 +181,23 @@ def test_a_python_list_of_texts_is_a_batch_not_a_pair():
         assert as_list[key].shape == (2, 16)
         np.testing.assert_array_equal(as_list[key], as_tensor[key])
     assert pre(("a great film", "dull"))["segment_ids"].numpy().max() == 1  # a pair
+
+
+def test_dataset_map_packs_text_and_keeps_labels_and_weights(tok):
+    """keras-hub's form: `dataset.map(preprocessor)` on (text, label[, weight]) elements gives
+    (packed, label[, weight]); the packed part is the preprocessor's packing of the text."""
+    pre = BertPreprocessor(tok, sequence_length=12)
+    texts, others = ["the cat sat", "a dog"], ["on the mat", "ran off"]
+    labels, weights = np.array([1, 0]), np.array([0.5, 2.0], "float32")
+    for x, rest in [(texts, (labels,)), ((texts, others), (labels,)), (texts, (labels, weights))]:
+        dataset = tf.data.Dataset.from_tensor_slices((x, *rest)).batch(2)
+        got = next(iter(dataset.map(pre)))
+        expected = pre(tf.constant(x) if isinstance(x, list) else tuple(map(tf.constant, x)))
+        assert isinstance(got, tuple) and len(got) == 1 + len(rest)
+        for key in expected:
+            np.testing.assert_array_equal(got[0][key], expected[key])
+        for value, want in zip(got[1:], rest):
+            np.testing.assert_array_equal(value, want)
+    assert isinstance(pre(tf.constant(texts)), dict)  # no labels: the packed dict alone
+    np.testing.assert_array_equal(tok.tokenize(tf.constant(texts)).to_tensor(),
+                                  tok(tf.constant(texts)).to_tensor())
