@@ -99,8 +99,8 @@ def checked_dataset(dataset, limits, label_classes=None, label_ranges=None,
     (`check_token_inputs`). Labels must be numbers; integer ones are checked by
     `check_label_ids`: against `label_classes` when given, or, for a dict of labels, each
     against `label_ranges(row length)`'s {output: (classes, meaning)}; float ones must be
-    finite (`check_finite`). `labels_by_output` first turns a tuple of labels into that dict
-    (`BertTask._labels_by_output`)."""
+    finite (`check_finite`). `labels_by_output` first turns a tuple of labels (and of weights)
+    into that dict (`BertTask._labels_by_output`)."""
     def check_labels(labels, length):
         if label_classes is not None:
             return check_label_ids(labels, label_classes)
@@ -121,8 +121,10 @@ def checked_dataset(dataset, limits, label_classes=None, label_ranges=None,
             {k: v for k, v in inputs.items() if k in (*INPUT_KEYS, "masked_positions")},
             limits)}
         if rest:
-            labels = labels_by_output(rest[0]) if labels_by_output else rest[0]
-            rest = (check_labels(labels, tf.shape(inputs["token_ids"])[-1]),) + rest[1:]
+            if labels_by_output:  # a tuple of weights is paired as labels are
+                rest = (labels_by_output(rest[0]),
+                        *(labels_by_output(w, "sample weight") for w in rest[1:]))
+            rest = (check_labels(rest[0], tf.shape(inputs["token_ids"])[-1]),) + rest[1:]
         return (inputs, *rest)
 
     single = not isinstance(dataset.element_spec, tuple)

@@ -599,12 +599,14 @@ def test_tuple_span_labels_are_start_then_end_as_declared(source):
     x = {**packed(rows=4), "token_ids": np.arange(32, dtype="int32").reshape(4, 8) % 50}
     initial = model.get_weights()
 
-    def one_step(labels):
+    def one_step(labels, *weights):
         model.set_weights(initial)
         model.compile(optimizer=keras.optimizers.SGD(1.0))
-        data = {"arrays": lambda: dict(x=x, y=labels, batch_size=4),
-                "dataset": lambda: dict(x=_dataset(x, labels)),
-                "generator": lambda: dict(x=(batch for batch in [(x, labels)]))}[source]()
+        batch = (x, labels, *weights)
+        data = {"arrays": lambda: dict(x=x, y=labels, sample_weight=(weights or [None])[0],
+                                       batch_size=4),
+                "dataset": lambda: dict(x=_dataset(*batch)),
+                "generator": lambda: dict(x=(b for b in [batch]))}[source]()
         model.fit(**data, epochs=1, shuffle=False, verbose=0)
         return model.get_weights()
 
@@ -615,6 +617,13 @@ def test_tuple_span_labels_are_start_then_end_as_declared(source):
         got = one_step(labels)
         np.testing.assert_allclose(got[-2], by_name[-2], rtol=1e-6, atol=1e-7)
         assert not np.allclose(got[-2], swapped[-2])
+    # Sample weights as a tuple pair with the outputs as the labels do.
+    on_start, on_end = np.array([1, 0, 1, 1], "float32"), np.array([0, 1, 0, 1], "float32")
+    weighted = one_step((start, end), {"start_logits": on_start, "end_logits": on_end})
+    swapped = one_step((start, end), {"start_logits": on_end, "end_logits": on_start})
+    got = one_step((start, end), (on_start, on_end))
+    np.testing.assert_allclose(got[-2], weighted[-2], rtol=1e-6, atol=1e-7)
+    assert not np.allclose(got[-2], swapped[-2])
     if source != "dataset":  # by_name took one step on the whole batch
         model.set_weights(initial)
         model.compile(optimizer=keras.optimizers.SGD(1.0))

@@ -69,15 +69,16 @@ def is_stream(x):
 
 
 
-def checked_stream(x, check):
-    """`x` (`is_stream`) with `check(inputs, labels)` → (inputs, labels) applied to every
-    batch, after TypeError if a batch holds text, not packed inputs."""
+def checked_stream(x, check, weights):
+    """`x` (`is_stream`) with `check(inputs, labels)` → (inputs, labels) and `weights(sample
+    weights)` applied to every batch, after TypeError if a batch holds text, not packed
+    inputs."""
     if isinstance(x, keras.utils.PyDataset):
-        return _CheckedPyDataset(x, check)
-    return (_checked_batch(batch, check) for batch in x)
+        return _CheckedPyDataset(x, lambda batch: _checked_batch(batch, check, weights))
+    return (_checked_batch(batch, check, weights) for batch in x)
 
 
-def _checked_batch(batch, check):
+def _checked_batch(batch, check, weights):
     parts = batch if isinstance(batch, tuple) else (batch,)
     if holds_text(parts[0]):
         raise TypeError(f"The batches hold text; a generator or PyDataset must yield packed "
@@ -86,16 +87,17 @@ def _checked_batch(batch, check):
                         "as lists, arrays or a tf.data.Dataset (`tf.data.Dataset."
                         "from_generator`), which the model packs.")
     checked = check(parts[0], parts[1] if len(parts) > 1 else None)
-    return (*checked[:len(parts)], *parts[2:]) if isinstance(batch, tuple) else checked[0]
+    return ((*checked[:len(parts)], *map(weights, parts[2:])) if isinstance(batch, tuple)
+            else checked[0])
 
 
 class _CheckedPyDataset(keras.utils.PyDataset):
     """A `PyDataset` whose batches are checked as they are read, with its workers."""
 
-    def __init__(self, inner, check):
+    def __init__(self, inner, check_batch):
         super().__init__(workers=inner.workers, use_multiprocessing=inner.use_multiprocessing,
                          max_queue_size=inner.max_queue_size)
-        self.inner, self.check = inner, check
+        self.inner, self.check_batch = inner, check_batch
 
     def __len__(self):
         return len(self.inner)
@@ -105,7 +107,7 @@ class _CheckedPyDataset(keras.utils.PyDataset):
         return self.inner.num_batches
 
     def __getitem__(self, index):
-        return _checked_batch(self.inner[index], self.check)
+        return self.check_batch(self.inner[index])
 
     def on_epoch_begin(self):
         self.inner.on_epoch_begin()

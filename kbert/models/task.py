@@ -186,23 +186,26 @@ class BertTask(keras.Model):
                                    self._dataset_label_classes(labels), self.label_ranges,
                                    self._labels_by_output), y
         elif is_stream(x):  # Keras reads it; each batch is checked as a dict of arrays is
-            return checked_stream(x, self._check), y
+            return checked_stream(x, self._check, self._weights_by_output), y
         self._check_labels(y)
         return x, y
 
-    def _labels_by_output(self, y):
-        """Packed inputs' tuple or list labels for a head of several outputs, as a dict in the
-        order the outputs are declared (a span model's `(start, end)`, as Hugging Face's
-        `start_positions, end_positions`): Keras would pair them with the outputs sorted by
-        name, and so train end logits on start positions, silently."""
+    def _labels_by_output(self, y, what="label"):
+        """Packed inputs' tuple or list labels (or sample weights) for a head of several
+        outputs, as a dict in the order the outputs are declared (a span model's `(start,
+        end)`, as Hugging Face's `start_positions, end_positions`): Keras would pair them with
+        the outputs sorted by name, and so train end logits on start positions, silently."""
         outputs = self.output
         if not (isinstance(y, (tuple, list)) and isinstance(outputs, dict) and len(outputs) > 1):
             return y
         if len(y) != len(outputs):
-            raise ValueError(f"{len(y)} label arrays for the {len(outputs)} outputs "
+            raise ValueError(f"{len(y)} {what} arrays for the {len(outputs)} outputs "
                              f"{', '.join(outputs)}: give one per output, in that order, or a "
                              "dict by output name.")
         return dict(zip(outputs, y))
+
+    def _weights_by_output(self, sample_weight):
+        return self._labels_by_output(sample_weight, "sample weight")
 
     def _check_labels(self, y):
         if self.label_classes is not None:
@@ -238,9 +241,11 @@ class BertTask(keras.Model):
         if shuffle is None:
             shuffle = not (hasattr(x, "element_spec") or is_stream(x))
         x, y = self._check(x, y)
+        sample_weight = self._weights_by_output(sample_weight)
         if isinstance(validation_data, tuple):
             checked = self._check(*validation_data[:2] or (None,))
-            validation_data = (*checked[:len(validation_data[:2])], *validation_data[2:])
+            validation_data = (*checked[:len(validation_data[:2])],
+                               *map(self._weights_by_output, validation_data[2:]))
         else:
             validation_data = self._check(validation_data)[0]
         rows = batch_size or 32
@@ -267,15 +272,17 @@ class BertTask(keras.Model):
                            validation_data=validation_data, shuffle=shuffle,
                            validation_split=validation_split, **kwargs)
 
-    def train_on_batch(self, x, y=None, *args, **kwargs):
-        """Keras' `train_on_batch`, with tuple labels paired as `fit` pairs them
+    def train_on_batch(self, x, y=None, sample_weight=None, *args, **kwargs):
+        """Keras' `train_on_batch`, with tuple labels and weights paired as `fit` pairs them
         (`_labels_by_output`); inputs are not checked, for loops that time the step."""
         self._refuse_raw_batch(x, "train_on_batch")
-        return super().train_on_batch(x, self._labels_by_output(y), *args, **kwargs)
+        return super().train_on_batch(x, self._labels_by_output(y),
+                                      self._weights_by_output(sample_weight), *args, **kwargs)
 
-    def test_on_batch(self, x, y=None, *args, **kwargs):
+    def test_on_batch(self, x, y=None, sample_weight=None, *args, **kwargs):
         self._refuse_raw_batch(x, "test_on_batch")
-        return super().test_on_batch(x, self._labels_by_output(y), *args, **kwargs)
+        return super().test_on_batch(x, self._labels_by_output(y),
+                                     self._weights_by_output(sample_weight), *args, **kwargs)
 
     def predict_on_batch(self, x):
         self._refuse_raw_batch(x, "predict_on_batch")
@@ -301,6 +308,7 @@ class BertTask(keras.Model):
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         x, y = self._check(x, y)
+        sample_weight = self._weights_by_output(sample_weight)
         if self._raw(x):
             x = self._text_dataset(x, y, sample_weight, batch_size or 32)
             y = sample_weight = batch_size = None
