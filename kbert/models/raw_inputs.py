@@ -68,7 +68,6 @@ def is_stream(x):
     return hasattr(x, "__next__") or isinstance(x, keras.utils.PyDataset)
 
 
-
 def checked_stream(x, check, weights):
     """`x` (`is_stream`) with `check(inputs, labels)` → (inputs, labels) and `weights(sample
     weights)` applied to every batch, after TypeError if a batch holds text, not packed
