@@ -83,7 +83,7 @@ def _checked_batch(batch, check, weights):
         raise TypeError(f"The batches hold text; a generator or PyDataset must yield packed "
                         f"inputs (dicts of {', '.join(INPUT_KEYS)}): pack each batch with the "
                         "model's preprocessor (`model.preprocessor(texts)`), or give the text "
-                        "as lists, arrays or a tf.data.Dataset (`tf.data.Dataset."
+                        "as lists, arrays or a TensorFlow Dataset (`Dataset."
                         "from_generator`), which the model packs.")
     checked = check(parts[0], parts[1] if len(parts) > 1 else None)
     return ((*checked[:len(parts)], *map(weights, parts[2:])) if isinstance(batch, tuple)
