@@ -100,7 +100,7 @@ def checked_dataset(dataset, limits, label_classes=None, label_ranges=None,
     `check_label_ids`: against `label_classes` when given, or, for a dict of labels, each
     against `label_ranges(row length)`'s {output: (classes, meaning)}; float ones must be
     finite (`check_finite`). `labels_by_output` first turns a tuple of labels (and of weights)
-    into that dict (`BertTask._labels_by_output`)."""
+    into that dict (`kbert.models.output_pairing.by_output`)."""
     def check_labels(labels, length):
         if label_classes is not None:
             return check_label_ids(labels, label_classes)

@@ -62,6 +62,20 @@ def holds_text(x):
     return False
 
 
+_PACKING_METHOD = {"train_on_batch": "fit", "test_on_batch": "evaluate",
+                   "predict_on_batch": "predict"}
+
+
+def refuse_text_batch(x, method):
+    """The `*_on_batch` methods take packed ids, as keras-hub's do: Keras' own error for
+    strings counts "4 input tensors" where the model wants 3 named ones."""
+    if holds_text(x):
+        raise ValueError(f"{method} takes packed inputs (a dict of {', '.join(INPUT_KEYS)}), "
+                         "not text: pack a batch with the model's preprocessor "
+                         f"(`model.preprocessor(texts)`), or give the text to "
+                         f"{_PACKING_METHOD[method]}, which packs it.")
+
+
 def is_stream(x):
     """Whether `x` is a Python generator (or other iterator) or a `keras.utils.PyDataset`:
     batches Keras reads itself, which a task model cannot pack."""

@@ -1,6 +1,8 @@
 """`BertTask`: what every model built on a `BertBackbone` shares: its optional preprocessor,
 raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`."""
 
+import functools
+
 import keras
 
 from kbert import tensorflow_backend
@@ -9,12 +11,9 @@ from kbert.models.backbone import INPUT_KEYS, BertBackbone, check_model_kwargs
 from kbert.models.input_limits import (check_class_labels, check_numeric_labels,
                                        check_output_labels, check_packed_inputs,
                                        check_preprocessor, model_limits)
-from kbert.models.raw_inputs import (checked_stream, dataset_parts, holds_nothing, holds_text,
-                                     is_packed, is_stream, split_off)
-
-
-_PACKING_METHOD = {"train_on_batch": "fit", "test_on_batch": "evaluate",
-                   "predict_on_batch": "predict"}
+from kbert.models.output_pairing import by_output
+from kbert.models.raw_inputs import (checked_stream, dataset_parts, holds_nothing, is_packed,
+                                     is_stream, refuse_text_batch, split_off)
 
 
 def classification_defaults(loss=None, metrics=None):
@@ -116,16 +115,7 @@ class BertTask(keras.Model):
         compilation (`xla.pays_off`: `steps`, counted from `x` when None, times the encoder's
         parameters); a change rebuilds that function on its next use. `fit`, `evaluate` and
         `predict` call it; call it before a `*_on_batch` loop over `x`."""
-        if not getattr(self, "xla_by_shape", False):
-            return
-        if steps is None:
-            steps = xla.count_batches(x, batch_size)
-        backbone = self.backbone
-        encoder = backbone.count_params() - backbone.get_layer("embeddings").count_params()
-        wanted = xla.has_fixed_length(x) and xla.pays_off(kind, steps, encoder)
-        if self.xla_modes.get(kind) != wanted:
-            setattr(self, f"{kind}_function", None)
-        self.xla_modes[kind] = self.jit_compile = wanted
+        xla.match_to(self, x, kind, steps, batch_size)
 
     def compile_from_config(self, config):
         """Compiles a loaded model as it was saved. Keras skips this (with a warning) for any
@@ -167,7 +157,7 @@ class BertTask(keras.Model):
         """Packed arrays must hold what the backbone embeds and labels what the head scores:
         under XLA an id beyond its tables would read a clamped row, and a label beyond the
         logits makes the loss NaN, neither an error (`check_packed_inputs`, `_check_labels`).
-        Returns `(x, y)`, tuple labels of several outputs as a dict (`_labels_by_output`); a
+        Returns `(x, y)`, tuple labels of several outputs as a dict (`by_output`); a
         dataset of packed inputs is returned wrapped, so that each batch is checked as it is
         read (`kbert.tensorflow_input_checks`)."""
         if isinstance(x, dict):
@@ -184,28 +174,17 @@ class BertTask(keras.Model):
                                  ".batch(32) on it first.")
             return checked_dataset(x, model_limits(self.backbone),
                                    self._dataset_label_classes(labels), self.label_ranges,
-                                   self._labels_by_output), y
+                                   functools.partial(by_output, self.output)), y
         elif is_stream(x):  # Keras reads it; each batch is checked as a dict of arrays is
             return checked_stream(x, self._check, self._weights_by_output), y
         self._check_labels(y)
         return x, y
 
-    def _labels_by_output(self, y, what="label"):
-        """Packed inputs' tuple or list labels (or sample weights) for a head of several
-        outputs, as a dict in the order the outputs are declared (a span model's `(start,
-        end)`, as Hugging Face's `start_positions, end_positions`): Keras would pair them with
-        the outputs sorted by name, and so train end logits on start positions, silently."""
-        outputs = self.output
-        if not (isinstance(y, (tuple, list)) and isinstance(outputs, dict) and len(outputs) > 1):
-            return y
-        if len(y) != len(outputs):
-            raise ValueError(f"{len(y)} {what} arrays for the {len(outputs)} outputs "
-                             f"{', '.join(outputs)}: give one per output, in that order, or a "
-                             "dict by output name.")
-        return dict(zip(outputs, y))
+    def _labels_by_output(self, y):
+        return by_output(self.output, y)
 
     def _weights_by_output(self, sample_weight):
-        return self._labels_by_output(sample_weight, "sample weight")
+        return by_output(self.output, sample_weight, "sample weight")
 
     def _check_labels(self, y):
         if self.label_classes is not None:
@@ -274,28 +253,19 @@ class BertTask(keras.Model):
 
     def train_on_batch(self, x, y=None, sample_weight=None, *args, **kwargs):
         """Keras' `train_on_batch`, with tuple labels and weights paired as `fit` pairs them
-        (`_labels_by_output`); inputs are not checked, for loops that time the step."""
-        self._refuse_raw_batch(x, "train_on_batch")
+        (`by_output`); inputs are not checked, for loops that time the step."""
+        refuse_text_batch(x, "train_on_batch")
         return super().train_on_batch(x, self._labels_by_output(y),
                                       self._weights_by_output(sample_weight), *args, **kwargs)
 
     def test_on_batch(self, x, y=None, sample_weight=None, *args, **kwargs):
-        self._refuse_raw_batch(x, "test_on_batch")
+        refuse_text_batch(x, "test_on_batch")
         return super().test_on_batch(x, self._labels_by_output(y),
                                      self._weights_by_output(sample_weight), *args, **kwargs)
 
     def predict_on_batch(self, x):
-        self._refuse_raw_batch(x, "predict_on_batch")
+        refuse_text_batch(x, "predict_on_batch")
         return super().predict_on_batch(x)
-
-    def _refuse_raw_batch(self, x, method):
-        """The `*_on_batch` methods take packed ids, as keras-hub's do: Keras' own error for
-        strings counts "4 input tensors" where the model wants 3 named ones."""
-        if holds_text(x):
-            raise ValueError(f"{method} takes packed inputs (a dict of {', '.join(INPUT_KEYS)}), "
-                             "not text: pack a batch with the model's preprocessor "
-                             f"(`model.preprocessor(texts)`), or give the text to "
-                             f"{_PACKING_METHOD[method]}, which packs it.")
 
     def _build_optimizer(self):
         """Creates the optimizer's moments before the first step. Keras' TensorFlow trainer,

@@ -103,3 +103,19 @@ def pad_multiple(model):
     if getattr(model, "xla_by_shape", False):
         return 1
     return XLA_PAD_MULTIPLE if getattr(model, "jit_compile", False) else 1
+
+
+def match_to(model, x, kind, steps=None, batch_size=None):
+    """`BertTask.match_xla_to`: under the model's `xla_by_shape`, sets `kind`'s step function
+    to XLA when `x` has one fixed length and the call pays for compiling, and drops the built
+    function where that changes."""
+    if not getattr(model, "xla_by_shape", False):
+        return
+    if steps is None:
+        steps = count_batches(x, batch_size)
+    backbone = model.backbone
+    encoder = backbone.count_params() - backbone.get_layer("embeddings").count_params()
+    wanted = has_fixed_length(x) and pays_off(kind, steps, encoder)
+    if model.xla_modes.get(kind) != wanted:
+        setattr(model, f"{kind}_function", None)
+    model.xla_modes[kind] = model.jit_compile = wanted
