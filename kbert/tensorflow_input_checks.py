@@ -14,6 +14,7 @@ allowed range, before the model runs.
 import tensorflow as tf
 
 from kbert.models.backbone import INPUT_KEYS
+from kbert.tensorflow_backend import without_autotune
 
 
 def _in_range(values, allowed, low, high):
@@ -130,7 +131,7 @@ def checked_dataset(dataset, limits, label_classes=None, label_ranges=None,
     single = not isinstance(dataset.element_spec, tuple)
     if not single and len(dataset.element_spec) > 1:
         _check_label_types(dataset.element_spec[1])
-    # A parallel map runs ahead of the model as a prefetch would; it keeps `dataset`'s options
-    # (kbert's own datasets turn tf.data's autotuner off: `kbert.text.datasets.prefetched`).
-    return dataset.map((lambda x: check(x)[0]) if single else check,
-                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    # A parallel map runs ahead of the model as a prefetch would. The autotuning thread goes
+    # unless the user's options ask for it: its iterator's end stalled the next calls.
+    return without_autotune(dataset.map((lambda x: check(x)[0]) if single else check,
+                                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))

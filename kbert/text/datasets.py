@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kbert import tensorflow_backend
 from kbert.text.trim import trim_to_longest
 
 
@@ -130,17 +131,11 @@ def _check_batched(dataset):
 
 
 def prefetched(dataset):
-    """`dataset` prefetched, with tf.data's autotuning thread turned off.
-
-    That thread sleeps for a period that doubles from 10 ms up to a minute, and destroying an
-    iterator waits until it wakes (TF 2.21: `RootDataset::Iterator`'s destructor joins it). So
-    every `fit`, `evaluate` or `predict` over a dataset used to end with up to a minute of
-    nothing: a 20-batch `fit` whose last step ended at 6.7 s returned at 10.2 s (4 of 7 such
-    calls waited, none with the thread off). Without the autotuner a map with AUTOTUNE
-    parallelism runs on every core, as the autotuner ran these small maps anyway."""
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
+    """`dataset` prefetched, with tf.data's autotuning thread off
+    (`kbert.tensorflow_backend.without_autotune`): without it, every `fit`, `evaluate` or
+    `predict` over a dataset could end with up to a minute of nothing (a 20-batch `fit` whose
+    last step ended at 6.7 s returned at 10.2 s, in 4 of 7 such calls; none with it off)."""
+    return tensorflow_backend.without_autotune(dataset.prefetch(tf.data.AUTOTUNE))
 
 
 def _cut(pad_to_multiple_of):

@@ -1,4 +1,5 @@
-"""kbert's datasets run without tf.data's autotuning thread (`kbert.text.datasets.prefetched`):
+"""kbert's datasets, and the user's datasets its models read, run without tf.data's autotuning
+thread (`kbert.tensorflow_backend.without_autotune`):
 destroying an iterator waits for that thread's next wake-up, which came up to a minute after
 the last step of a `fit` (README, "Side by side")."""
 
@@ -10,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from kbert.data.tasks import make_dataset
+from kbert.tensorflow_backend import without_autotune
 from kbert.text.datasets import batched_dataset, length_bucketed, packed_batches, random_batches
 from tests.tasks.helpers import preprocessor
 
@@ -74,3 +76,54 @@ def test_a_plain_tf_data_pipeline_has_the_thread():
     """The control: what tf.data does unless told (so the check above can fail)."""
     dataset = tf.data.Dataset.range(4).prefetch(tf.data.AUTOTUNE)
     assert dataset.options().autotune.enabled is not False
+
+
+def _autotune(enabled=None):
+    options = tf.data.Options()
+    options.autotune.enabled = enabled
+    return options
+
+
+@pytest.mark.parametrize("given, read", [(None, False), (True, True), (False, False)])
+def test_without_autotune_keeps_a_users_own_choice(given, read):
+    dataset = tf.data.Dataset.range(4)
+    if given is not None:
+        dataset = dataset.with_options(_autotune(given))
+    assert without_autotune(dataset).options().autotune.enabled is read
+
+
+@pytest.mark.parametrize("given, read", [(None, False), (True, True)])
+def test_a_users_dataset_reaches_keras_without_the_thread_unless_asked(given, read,
+                                                                       tiny_config, monkeypatch):
+    """A packed dataset of the user's own, given to a model's `fit` (and `validation_data`),
+    `evaluate` and `predict`, and to a backbone's `predict`: the dataset Keras reads."""
+    import keras
+
+    from kbert import BertBackbone, BertClassifier
+    from tests.conftest import make_inputs
+
+    seen = []
+    for method in ("fit", "evaluate", "predict"):
+        original = getattr(keras.Model, method)
+
+        def spy(self, x=None, *args, original=original, **kwargs):
+            seen.append(x.options().autotune.enabled)
+            if "validation_data" in kwargs:
+                seen.append(kwargs["validation_data"].options().autotune.enabled)
+            return original(self, x, *args, **kwargs)
+
+        monkeypatch.setattr(keras.Model, method, spy)
+
+    def users(*parts):
+        dataset = tf.data.Dataset.from_tensor_slices(parts[0] if len(parts) == 1 else parts)
+        dataset = dataset.batch(2)
+        return dataset if given is None else dataset.with_options(_autotune(given))
+
+    x, y = make_inputs(4, 8, tiny_config.vocab_size), np.array([0, 1, 1, 0])
+    model = BertClassifier(BertBackbone(tiny_config), num_classes=2)
+    model.compile(optimizer="sgd")
+    model.fit(users(x, y), validation_data=users(x, y), verbose=0)
+    model.evaluate(users(x, y), verbose=0)
+    model.predict(users(x), verbose=0)
+    model.backbone.predict(users(x), verbose=0)
+    assert seen == [read] * 6  # fit, its validation data, and the evaluate it validates by
