@@ -1,7 +1,7 @@
 """kbert's datasets, and the user's datasets its models read, run without tf.data's autotuning
-thread (`kbert.tensorflow_backend.without_autotune`):
-destroying an iterator waits for that thread's next wake-up, which came up to a minute after
-the last step of a `fit` (README, "Side by side")."""
+thread (`kbert.tensorflow_backend.without_autotune`): destroying an iterator waits for that
+thread's next wake-up, which came up to a minute after the last step of a `fit` (README, "Side
+by side")."""
 
 import ast
 import pathlib
