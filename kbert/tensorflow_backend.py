@@ -16,12 +16,11 @@ def without_autotune(dataset):
 
     Destroying an iterator waits for that thread's next wake-up (TF 2.21: `RootDataset::
     Iterator`'s destructor joins it), and the thread's sleep doubles from 10 ms up to a
-    minute while the iterator lives. A `fit` could return seconds after its last step, and an iterator
-    kept alive by an error's traceback stalled whichever later call collected it: a 0.7 s
-    `fit` of a tiny model, after three calls that had stopped at a bad batch, took 16.5 s.
-    Without the thread a map with AUTOTUNE parallelism runs on every core and
-    `prefetch(AUTOTUNE)` grows its buffer by tf.data's older rule, as fast for kbert's
-    pipelines. A dataset whose options set `autotune.enabled = True` is left as it is."""
+    minute while the iterator lives. A `fit` could return seconds after its last step, and
+    an iterator kept alive by an error's traceback stalled whichever later call collected it:
+    a 0.7 s `fit` of a tiny model, after three calls that had stopped at a bad batch, took
+    16.5 s. Without the thread a map with AUTOTUNE parallelism runs on every core. A dataset
+    whose options set `autotune.enabled = True` is left as it is."""
     import tensorflow as tf
 
     if dataset.options().autotune.enabled is not None:
