@@ -86,7 +86,7 @@ def compare(name, examples, tokenizer, sequence_length, doc_stride, chunk):
         expected = squad_features(part, tokenizer, sequence_length, doc_stride)
         seconds[0] += time.perf_counter() - t
         t = time.perf_counter()
-        got = pre(*columns(part))
+        got = pre.windows(*columns(part))
         seconds[1] += time.perf_counter() - t
         totals["windows"] += len(expected["token_ids"])
         totals["multi-window"] += int((np.bincount(expected["example_index"]) > 1).sum())

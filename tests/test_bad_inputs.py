@@ -342,7 +342,7 @@ def test_a_span_model_smaller_than_squads_windows_gets_windows_that_fit():
     tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
     pre = preprocessor_for(kbert.BertSpanLabeler, tokenizer, max_positions=16)
     assert (pre.sequence_length, pre.max_query_length, pre.doc_stride) == (16, 6, 128)
-    windows = pre(["w1 w2"], [" ".join(f"w{i % 40}" for i in range(50))])
+    windows = pre((["w1 w2"], [" ".join(f"w{i % 40}" for i in range(50))]))
     assert windows["token_ids"].shape == (5, 16)  # 11 of the 50 tokens a window (16 - 2 - 3)
     kbert.BertSpanLabeler(kbert.BertBackbone(BertConfig(**SMALL)), preprocessor=pre)
 
@@ -711,13 +711,13 @@ def test_answer_spans_count_characters_and_allow_an_empty_batch():
 
     tokenizer = kbert.BertTokenizer(vocabulary=VOCAB + ["café"], lowercase=False)
     pre = kbert.BertSpanPreprocessor(tokenizer, 16)
-    assert pre(["w1"], ["café"], [0], [4])["start_positions"].numpy().tolist() == [3]
+    assert pre.windows(["w1"], ["café"], [0], [4])["start_positions"].numpy().tolist() == [3]
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=r"(?s)answer spans must lie.*\b5\b.*in a context of.*\b4\b"):
-        pre(["w1"], ["café"], [0], [5])  # 5 bytes, 4 characters
+        pre.windows(["w1"], ["café"], [0], [5])  # 5 bytes, 4 characters
     empty = tf.constant([], tf.int64)
-    assert pre(tf.constant([], tf.string), tf.constant([], tf.string), empty, empty
-               )["token_ids"].shape == (0, 16)
+    inputs, labels = pre((tf.constant([], tf.string), tf.constant([], tf.string)), (empty, empty))
+    assert inputs["token_ids"].shape == (0, 16) and labels["start_logits"].shape == (0,)
 
 
 def test_raw_inputs_that_disagree_on_their_examples_are_refused_by_name():

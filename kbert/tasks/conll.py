@@ -5,7 +5,6 @@ tags from `kbert.text.entity_decoding` (the same graph ops the export serves), a
 from `kbert.evaluation.entities` (equal to seqeval's default mode).
 """
 
-from kbert.models.backbone import INPUT_KEYS
 from kbert.models.xla import pad_multiple
 from kbert.tasks.spec import TaskSpec, sequence_predictions
 
@@ -76,15 +75,16 @@ class ConllTask(TaskSpec):
             lstm_units=self.lstm_units,
             preprocessor=BertTokenPreprocessor(tokenizer, sequence_length=sequence_length))
 
-    def features(self, model, sentences):
-        """The preprocessor's packed features for `sentences`, as numpy arrays."""
+    def rows(self, model, sentences):
+        """(inputs, labels, label_weights) of `sentences`, packed by the model's preprocessor,
+        as numpy arrays."""
         import tensorflow as tf
 
         self._check_tags(sentences)
         index = {name: i for i, name in enumerate(self.label_names)}
         words = tf.ragged.constant([s.words for s in sentences], tf.string)
         labels = tf.ragged.constant([[index[t] for t in s.tags] for s in sentences], tf.int32)
-        return {k: v.numpy() for k, v in model.preprocessor(words, labels).items()}
+        return tf.nest.map_structure(lambda t: t.numpy(), model.preprocessor(words, labels))
 
     def _check_tags(self, sentences):
         from kbert.data.tasks import DataError
@@ -99,20 +99,21 @@ class ConllTask(TaskSpec):
     def train_dataset(self, model, examples, batch_size, seed, pad_to_multiple_of=1):
         from kbert.text.datasets import length_bucketed, random_batches
 
-        f = self.features(model, examples)
-        rows = ({k: f[k] for k in INPUT_KEYS}, f["labels"], f["label_weights"])
+        rows = self.rows(model, examples)
         if self.batching == "random":
             return random_batches(rows, batch_size, seed, pad_to_multiple_of)
-        return length_bucketed(rows, f["padding_mask"], batch_size, seed, pad_to_multiple_of)
+        return length_bucketed(rows, rows[0]["padding_mask"], batch_size, seed,
+                               pad_to_multiple_of)
 
     def validation_dataset(self, model, examples, batch_size):
+        import tensorflow as tf
+
         from kbert.text.datasets import length_order, packed_batches
 
-        f = self.features(model, examples)
-        order = length_order(f["padding_mask"])
-        f = {k: v[order] for k, v in f.items()}
-        return packed_batches(({k: f[k] for k in INPUT_KEYS}, f["labels"], f["label_weights"]),
-                              batch_size, pad_multiple(model))
+        rows = self.rows(model, examples)
+        order = length_order(rows[0]["padding_mask"])
+        return packed_batches(tf.nest.map_structure(lambda v: v[order], rows), batch_size,
+                              pad_multiple(model))
 
     def logits(self, model, features, batch_size=64):
         """Token logits [count, seq, classes] (`sequence_predictions`: padding 0)."""

@@ -70,8 +70,9 @@ class SquadTask(TaskSpec):
         for i in range(0, len(examples), WINDOW_CHUNK):
             part = examples[i:i + WINDOW_CHUNK]
             answers = [_answer_chars(e) for e in part] if with_answers else None
-            out = model.preprocessor([e.question for e in part], [e.context for e in part],
-                                     *(zip(*answers) if answers else ()))
+            out = model.preprocessor.windows([e.question for e in part],
+                                             [e.context for e in part],
+                                             *(zip(*answers) if answers else ()))
             out = {k: v.numpy() for k, v in out.items()}
             out["example_index"] = out["example_index"] + i
             chunks.append(out)

@@ -29,7 +29,6 @@ from kbert.text.windows import max_context_flags, window_plan
 
 WINDOW_KEYS = ("token_ids", "segment_ids", "padding_mask", "token_start", "token_end",
                "max_context")
-TARGET_KEYS = ("start_positions", "end_positions", "answer_in_window", "unmappable")
 
 
 def check_lengths(sequence_length, max_query_length, doc_stride):
@@ -91,10 +90,19 @@ def _check_spans(answer_starts, answer_ends, questions, contexts):
         return tf.identity(answer_starts), tf.identity(answer_ends)
 
 
+def _question_weights(sample_weight, contexts):
+    """`sample_weight` as float32 [batch], asserted to hold one weight per question."""
+    sample_weight = tf.reshape(tf.cast(sample_weight, tf.float32), [-1])
+    check = tf.debugging.assert_equal(tf.size(sample_weight), tf.size(contexts),
+                                      message="sample_weight needs one weight per question")
+    with tf.control_dependencies([check]):
+        return tf.identity(sample_weight)
+
+
 @keras.saving.register_keras_serializable(package="kbert")
 class BertSpanPreprocessor(PreprocessorBase):
-    """Questions and contexts (string [batch]), optionally answer character spans (int
-    [batch], [start, end) in code points inside the context, -1 = no answer; others fail
+    """`windows`: questions and contexts (string [batch]), optionally answer character spans
+    (int [batch], [start, end) in code points inside the context, -1 = no answer; others fail
     `_check_spans`) → a dict of windows, W rows:
     int32 [W, sequence_length] `token_ids`, `segment_ids`, `padding_mask`, `token_start`,
     `token_end` (each context token's characters in its context, -1 elsewhere),
@@ -102,6 +110,9 @@ class BertSpanPreprocessor(PreprocessorBase):
     answers also int32 [W] `start_positions`, `end_positions` (0 = [CLS]),
     `answer_in_window` and `unmappable` (1 for every window of a row whose answer covers no
     sub-token: train without those, as the numpy reference's `training_features` does).
+    Called as keras-hub's preprocessors are, `preprocessor((questions, contexts))` gives
+    those windows and `preprocessor((questions, contexts), (answer_starts, answer_ends))`
+    what `fit` trains on (`call`).
 
     Args:
       tokenizer: a `BertTokenizer`.
@@ -129,7 +140,36 @@ class BertSpanPreprocessor(PreprocessorBase):
     def build(self, *shapes, **kwargs):
         self.built = True  # no weights; the tokenizer's tables exist from its constructor
 
-    def call(self, questions, contexts, answer_starts=None, answer_ends=None):
+    def call(self, x, y=None, sample_weight=None):
+        """`x = (questions, contexts)` → `windows(*x)`, every column answers are decoded by.
+        With `y = (answer_starts, answer_ends)`, keras-hub's form, so that
+        `dataset.map(preprocessor)` packs elements `((questions, contexts), (answer_starts,
+        answer_ends)[, sample_weight])` for `fit`: `(inputs, {"start_logits": start positions,
+        "end_logits": end positions}[, weights])`, the windows whose answer covers a sub-token
+        (as run_squad.py trains), each weighted by its question's `sample_weight`."""
+        if not (isinstance(x, (tuple, list)) and len(x) == 2
+                and not any(isinstance(part, (str, bytes)) for part in x)):
+            raise TypeError("BertSpanPreprocessor takes x = (questions, contexts), a tuple of "
+                            f"two string batches; got {type(x).__name__} {x!r:.80}.")
+        if y is None:
+            if sample_weight is not None:
+                raise ValueError("sample_weight weighs answers: give y = (answer_starts, "
+                                 "answer_ends) too.")
+            return self.windows(*x)
+        if not (isinstance(y, (tuple, list)) and len(y) == 2):
+            raise TypeError("BertSpanPreprocessor takes y = (answer_starts, answer_ends), a "
+                            f"tuple of two integer batches; got {type(y).__name__}.")
+        out = self.windows(*x, *y)
+        keep = tf.equal(out["unmappable"], 0)
+        parts = ({k: out[k] for k in WINDOW_KEYS[:3]},
+                 {"start_logits": out["start_positions"], "end_logits": out["end_positions"]})
+        if sample_weight is not None:
+            parts += (tf.gather(_question_weights(sample_weight, x[1]), out["example_index"]),)
+        return tf.nest.map_structure(lambda t: tf.boolean_mask(t, keep), parts)
+
+    def windows(self, questions, contexts, answer_starts=None, answer_ends=None):
+        """The class docstring's dict of windows of `(questions, contexts)`, with targets
+        when the answers' character spans are given."""
         if (answer_starts is None) != (answer_ends is None):
             raise ValueError("Give both answer_starts and answer_ends, or neither.")
         questions = string_batch(questions, "BertSpanPreprocessor", "questions")
@@ -200,36 +240,33 @@ class BertSpanPreprocessor(PreprocessorBase):
     def dataset(self, x, y=None, sample_weight=None, batch_size=32, shuffle=False, seed=None,
                 pad_to_multiple_of=1):
         """tf.data of window batches from `x = (questions, contexts)` (lists or tensors) and
-        optionally `y = (answer_starts, answer_ends)` (characters, -1 = no answer): `inputs`
-        (the three model inputs) or `(inputs, {"start_logits": start positions,
-        "end_logits": end positions})`, re-batched to `batch_size` windows and each batch cut
-        to its longest row. Windows of answers that cover no sub-token are left out. A
-        `tf.data.Dataset` `x` is taken as batches of raw `((questions, contexts), y)` or
-        `(questions, contexts)`."""
+        optionally `y = (answer_starts, answer_ends)` (characters, -1 = no answer) and one
+        `sample_weight` a question: `inputs` (the three model inputs) or `call`'s `(inputs,
+        {"start_logits": ..., "end_logits": ...}[, weights])`, re-batched to `batch_size`
+        windows and each batch cut to its longest row. A `tf.data.Dataset` `x` is taken as
+        batches of raw `((questions, contexts), y[, sample_weight])` or `(questions,
+        contexts)`."""
         from kbert.models.backbone import INPUT_KEYS  # text sits above models; lazy: no cycle
 
-        if sample_weight is not None:
-            raise ValueError("BertSpanPreprocessor.dataset takes no sample_weight: examples "
-                             "become a varying number of windows.")
+        if y is None and sample_weight is not None:
+            raise ValueError("sample_weight weighs answers: give y too.")
         if not isinstance(x, tf.data.Dataset):
-            check_example_counts(x=x, y=None if y is None else tuple(y))  # (starts, ends)
+            check_example_counts(x=x, y=None if y is None else tuple(y),  # (starts, ends)
+                                 sample_weight=sample_weight)
         if y is not None:  # one [batch, 2] tensor, which tf.data slices as one label
             y = tf.stack([tf.constant(v, tf.int32) for v in y], axis=1)
 
         def windows(*parts):
-            x, y = (parts[0], parts[1] if len(parts) > 1 else None) \
-                if isinstance(parts[0], tuple) else (parts, None)
-            if y is not None and not isinstance(y, tuple):
-                y = (y[:, 0], y[:, 1])
-            out = self(x[0], x[1], *(y if y is not None else ()))
-            inputs = {k: out[k] for k in INPUT_KEYS}
-            if y is None:
-                return inputs
-            keep = tf.equal(out["unmappable"], 0)
-            labels = {"start_logits": out["start_positions"], "end_logits": out["end_positions"]}
-            return tf.nest.map_structure(lambda t: tf.boolean_mask(t, keep), (inputs, labels))
+            if not isinstance(parts[0], tuple):  # a dataset's (questions, contexts) alone
+                parts = (parts,)
+            x, *labels = parts
+            if not labels:
+                return {k: v for k, v in self(x).items() if k in INPUT_KEYS}
+            y, *weight = labels
+            return self(x, y if isinstance(y, tuple) else (y[:, 0], y[:, 1]), *weight)
 
-        raw = batched_dataset(x, y, None, lambda *parts: parts, batch_size, shuffle, seed)
+        raw = batched_dataset(x, y, sample_weight, lambda *parts: parts, batch_size, shuffle,
+                              seed)
         batches = raw.map(windows, num_parallel_calls=tf.data.AUTOTUNE).unbatch().batch(
             batch_size)
         cut = lambda inputs, *rest: (trim_to_longest(inputs, pad_to_multiple_of),) + rest
@@ -238,12 +275,14 @@ class BertSpanPreprocessor(PreprocessorBase):
         batches = batches.map(cut, num_parallel_calls=tf.data.AUTOTUNE)
         return prefetched(batches)
 
-    def compute_output_spec(self, questions, contexts, answer_starts=None, answer_ends=None):
-        spec = {k: keras.KerasTensor((None, self.sequence_length), dtype="int32")
-                for k in WINDOW_KEYS}
-        keys = ("example_index",) + (TARGET_KEYS if answer_starts is not None else ())
-        spec.update({k: keras.KerasTensor((None,), dtype="int32") for k in keys})
-        return spec
+    def compute_output_spec(self, x, y=None, sample_weight=None):
+        window = lambda: keras.KerasTensor((None, self.sequence_length), "int32")  # noqa: E731
+        row = lambda dtype="int32": keras.KerasTensor((None,), dtype)  # noqa: E731
+        if y is None:
+            return {**{k: window() for k in WINDOW_KEYS}, "example_index": row()}
+        spec = ({k: window() for k in WINDOW_KEYS[:3]},
+                {"start_logits": row(), "end_logits": row()})
+        return spec + ((row("float32"),) if sample_weight is not None else ())
 
     def get_config(self):
         config = super().get_config()

@@ -28,7 +28,6 @@ from kbert.text.word_split import split_words
 __all__ = ["BertTokenPreprocessor", "split_words"]
 
 OUTPUT_KEYS = ("token_ids", "segment_ids", "padding_mask", "word_index")
-LABEL_KEYS = ("labels", "label_weights")
 
 
 def _first_sub_tokens(word_starts, token_starts):
@@ -104,7 +103,23 @@ class BertTokenPreprocessor(PreprocessorBase):
                              f"(or one sentence [None]), got shape {x.shape}.")
         return x, single
 
-    def call(self, words, labels=None):
+    def call(self, words, labels=None, sample_weight=None):
+        """Without labels: the `OUTPUT_KEYS` of the words, what a tagger's export decodes by.
+        With labels, keras-hub's form, so that `dataset.map(preprocessor)` packs elements
+        `(words, labels[, sample_weight])` for `fit`: `(inputs, labels, label_weights)`, the
+        model's three inputs, each word's label on its first sub-token (0 elsewhere) and 1
+        there (times the sentence's `sample_weight`), 0 elsewhere."""
+        if labels is None:
+            if sample_weight is not None:
+                raise ValueError("sample_weight weighs labels: give the labels too.")
+            return self._features(words)
+        features = self._features(words, labels)
+        weights = features["label_weights"]
+        if sample_weight is not None:
+            weights *= _sentence_weights(sample_weight, weights)
+        return ({k: features[k] for k in OUTPUT_KEYS[:3]}, features["labels"], weights)
+
+    def _features(self, words, labels=None):
         words, single, ids, word_index = self._pieces(words, self.sequence_length - 2)
         pack = self._packer(ids)
         out = self._rows(pack, ids, word_index)
@@ -203,19 +218,18 @@ class BertTokenPreprocessor(PreprocessorBase):
         """tf.data of `(inputs, labels, label_weights)` batches (`inputs` only without `y`),
         each cut to its longest row: what `BertTask.fit` / `predict` run on. `x`: word lists,
         or raw strings (split by `split_words`), or a `tf.data.Dataset` of such raw batches
-        (with their labels); `y`: one label id per word. The weights are the first-sub-token
-        ones, so `sample_weight` is refused rather than silently replaced. Without `y` the
-        batches keep the full `sequence_length`, so that `predict`'s logits of all batches
-        concatenate and line up with this layer's `word_index`."""
+        (with their labels and weights); `y`: one label id per word; `sample_weight`: one
+        weight per sentence, which multiplies its words' weights. Without `y` the batches keep
+        the full `sequence_length`, so that `predict`'s logits of all batches concatenate and
+        line up with this layer's `word_index`."""
         from kbert.models.backbone import INPUT_KEYS  # text sits above models; lazy: no cycle
         from kbert.text.datasets import batched_dataset, check_example_counts
         from kbert.text.trim import trim_to_longest
 
-        if sample_weight is not None:
-            raise ValueError("BertTokenPreprocessor.dataset weighs each word's first sub-token "
-                             "(label_weights); it takes no sample_weight.")
+        if y is None and sample_weight is not None:
+            raise ValueError("sample_weight weighs labels: give y too.")
         if not isinstance(x, tf.data.Dataset):
-            check_example_counts(x=x, y=y)
+            check_example_counts(x=x, y=y, sample_weight=sample_weight)
         if isinstance(x, (list, tuple)):
             _check_words(x, y)
             texts = all(isinstance(v, (str, bytes)) for v in x)
@@ -226,31 +240,45 @@ class BertTokenPreprocessor(PreprocessorBase):
         def pack(x, *rest):
             if not isinstance(x, tf.RaggedTensor) and x.shape.rank == 1:
                 x = self.split_text(x)[0]  # raw strings
-            features = traced(self)(x, *rest)
             if not rest:
+                features = traced(self)(x)
                 return ({k: features[k] for k in INPUT_KEYS},)
-            features = trim_to_longest(features, pad_to_multiple_of)
-            inputs = {k: features[k] for k in INPUT_KEYS}
-            return inputs, features["labels"], features["label_weights"]
+            inputs, labels, weights = traced(self)(x, *rest)
+            cut = trim_to_longest({**inputs, "labels": labels, "weights": weights},
+                                  pad_to_multiple_of)
+            return {k: cut[k] for k in INPUT_KEYS}, cut["labels"], cut["weights"]
 
         if not isinstance(x, tf.data.Dataset):  # batched here: `batched_dataset` (numpy
-            x = tf.data.Dataset.from_tensor_slices(x if y is None else (x, y))  # y) takes no
-            if shuffle:  # ragged labels
+            parts = tuple(p for p in (x, y, sample_weight) if p is not None)  # y) takes no
+            x = tf.data.Dataset.from_tensor_slices(parts)  # ragged labels
+            if shuffle:
                 x = x.shuffle(int(x.cardinality()), seed=seed, reshuffle_each_iteration=True)
-            x, y = x.batch(batch_size), None
+            x, y, sample_weight = x.batch(batch_size), None, None
         return batched_dataset(x, y, None, pack, batch_size, shuffle, seed)
 
-    def compute_output_spec(self, words, labels=None):
+    def compute_output_spec(self, words, labels=None, sample_weight=None):
         shape = tuple(words.shape[:1]) + (self.sequence_length,)
-        keys = OUTPUT_KEYS + (LABEL_KEYS if labels is not None else ())
-        return {k: keras.KerasTensor(shape, dtype="float32" if k == "label_weights" else "int32")
-                for k in keys}
+        if labels is None:
+            return {k: keras.KerasTensor(shape, dtype="int32") for k in OUTPUT_KEYS}
+        return ({k: keras.KerasTensor(shape, dtype="int32") for k in OUTPUT_KEYS[:3]},
+                keras.KerasTensor(shape, dtype="int32"), keras.KerasTensor(shape, dtype="float32"))
 
     def get_config(self):
         config = super().get_config()
         config.update({"sequence_length": self.sequence_length, "doc_stride": self.doc_stride,
                        "max_context_length": self.max_context_length})
         return config
+
+
+def _sentence_weights(sample_weight, weights):
+    """`sample_weight`, one float per sentence, shaped to multiply `weights` ([batch, seq], or
+    [seq] for one sentence)."""
+    sample_weight = tf.cast(sample_weight, tf.float32)
+    sentences = tf.size(weights) // tf.shape(weights)[-1]
+    check = tf.debugging.assert_equal(tf.size(sample_weight), sentences,
+                                      message="sample_weight needs one weight per sentence")
+    with tf.control_dependencies([check]):
+        return tf.reshape(sample_weight, [-1, 1][2 - weights.shape.rank:])
 
 
 def _check_words(sentences, labels=None):

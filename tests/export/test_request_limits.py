@@ -166,7 +166,7 @@ def test_span_questions_and_contexts_are_bounded(real_text, real_tokenizer):
     pre = BertSpanPreprocessor(tok, 64, doc_stride=16, max_query_length=8,
                                max_context_length=100)
     question, context = real_text[0][:200_000], real_text[1]
-    windows = pre(tf.constant([question]), tf.constant([context]))
+    windows = pre.windows(tf.constant([question]), tf.constant([context]))
     ids = windows["token_ids"].numpy()
     q = tok(tf.constant([question])).to_list()[0][:8]
     assert (ids[:, 1:9] == q).all()

@@ -38,7 +38,7 @@ def test_conll_logits_and_validation_rows_in_length_order(minilm):
     spec = ConllTask()
     model = spec.build(*minilm, 128)
     sentences = conll2003()["dev"][:48]
-    features = spec.features(model, sentences)
+    features, _, weights = spec.rows(model, sentences)
     mask = features["padding_mask"]
     assert not np.array_equal(length_order(mask), np.arange(len(mask)))  # the order changes
 
@@ -49,7 +49,7 @@ def test_conll_logits_and_validation_rows_in_length_order(minilm):
 
     # validation: every labelled token once, in batches that carry less padding
     batches = list(spec.validation_dataset(model, sentences, 8))
-    assert sum(float(np.sum(w)) for _, _, w in batches) == float(features["label_weights"].sum())
+    assert sum(float(np.sum(w)) for _, _, w in batches) == float(weights.sum())
     assert sum(int(np.sum(x["padding_mask"])) for x, _, _ in batches) == int(mask.sum())
     in_order = sum(8 * mask[i:i + 8].sum(1).max() for i in range(0, len(mask), 8))
     assert sum(np.size(x["token_ids"]) for x, _, _ in batches) < in_order

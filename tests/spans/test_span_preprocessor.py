@@ -62,7 +62,7 @@ def _assert_equal_features(got, expected, examples, what):
     (384, 128, (820, 20, 1032, 32))])
 def test_windows_equal_squad_features(tokenizer, squad, sequence_length, doc_stride, windows):
     pre = BertSpanPreprocessor(tokenizer, sequence_length, doc_stride)
-    run = pre  # eager here (tracing costs ~6 s); graph mode: test_graph_modes_and_config
+    run = pre.windows  # eager here (tracing costs ~6 s); graph mode: test_graph_modes_and_config
     counts = []
     for split in ("dev", "train"):
         examples = squad[split]
@@ -93,12 +93,12 @@ def test_edge_cases_equal_squad_features(tokenizer):
     pre = BertSpanPreprocessor(tokenizer, 48, 7, max_query_length=16)
     expected = squad_features(examples, tokenizer, 48, 7, 16)
     assert expected["unmappable"] == ["3"] and len(expected["token_ids"]) > 60
-    _assert_equal_features(pre(*_columns(examples)), expected, examples, "edge cases")
+    _assert_equal_features(pre.windows(*_columns(examples)), expected, examples, "edge cases")
 
 
 def _decoding_case(tokenizer, examples, seed, ties=False, lengths=(128, 64)):
     features = squad_features(examples, tokenizer, *lengths)
-    windows = BertSpanPreprocessor(tokenizer, *lengths)(*_columns(examples, False))
+    windows = BertSpanPreprocessor(tokenizer, *lengths).windows(*_columns(examples, False))
     rng = np.random.default_rng(seed)
     shape = features["token_ids"].shape
     if ties:  # a few distinct values: the tie rules decide most answers
@@ -168,7 +168,7 @@ def test_graph_modes_and_config(tokenizer, squad):
     assert isinstance(restored, BertSpanPreprocessor) and restored.doc_stride == 48
     expected = squad_features(examples, tokenizer, 160, 48, 24)
     # tf.function: windows, then decoding, as a serving graph runs them.
-    windows = tf.function(lambda *columns: pre(*columns))(*_columns(examples))
+    windows = tf.function(lambda *columns: pre.windows(*columns))(*_columns(examples))
     _assert_equal_features(windows, expected, examples, "tf.function")
     rng = np.random.default_rng(7)
     start, end = (rng.normal(0, 3, expected["token_ids"].shape).astype("float32")
@@ -198,18 +198,37 @@ def test_graph_modes_and_config(tokenizer, squad):
     inputs_only = next(iter(restored.dataset(x, batch_size=32)))
     np.testing.assert_array_equal(inputs_only["token_ids"].numpy(),
                                   expected["token_ids"][:32, :inputs_only["token_ids"].shape[1]])
+    # keras-hub's `dataset.map(preprocessor)` on ((questions, contexts), (starts, ends),
+    # weight) elements: the same training windows at full length, weighed by their question.
+    weight = np.linspace(0.5, 2.0, len(examples)).astype("float32")
+    mapped = tf.data.Dataset.from_tensor_slices((x, tuple(y), weight)).batch(64).map(restored)
+    got = [np.concatenate(parts) for parts in zip(*map(tf.nest.flatten, mapped))]
+    want = ({k: train[k] for k in ("token_ids", "segment_ids", "padding_mask")},
+            {"start_logits": train["start_positions"], "end_logits": train["end_positions"]},
+            weight[train["example_index"]])
+    for value, expected_value in zip(got, tf.nest.flatten(want), strict=True):
+        np.testing.assert_array_equal(value, expected_value)
 
 
 def test_bad_inputs_name_the_problem(tokenizer):
     pre = BertSpanPreprocessor(tokenizer, 64, 16, max_query_length=16)
+    q, c = tf.constant(["q"]), tf.constant(["c"])
     with pytest.raises(TypeError, match="questions as strings"):
-        pre(tf.constant([1, 2]), tf.constant(["a", "b"]))
+        pre((tf.constant([1, 2]), tf.constant(["a", "b"])))
     with pytest.raises(TypeError, match="answer_starts as integers"):
-        pre(tf.constant(["q"]), tf.constant(["c"]), tf.constant([0.5]), tf.constant([1]))
+        pre((q, c), (tf.constant([0.5]), tf.constant([1])))
     with pytest.raises(ValueError, match="both answer_starts and answer_ends"):
-        pre(tf.constant(["q"]), tf.constant(["c"]), tf.constant([0]))
+        pre.windows(q, c, tf.constant([0]))
     with pytest.raises(tf.errors.InvalidArgumentError, match="differ in number"):
-        pre(tf.constant(["q", "r"]), tf.constant(["c"]))
+        pre((tf.constant(["q", "r"]), c))
+    with pytest.raises(TypeError, match=r"x = \(questions, contexts\)"):
+        pre(["a question", "its context"])  # a batch of two strings, not a pair of batches
+    with pytest.raises(TypeError, match=r"y = \(answer_starts, answer_ends\)"):
+        pre((q, c), tf.constant([0]))
+    with pytest.raises(ValueError, match="sample_weight weighs answers"):
+        pre((q, c), sample_weight=[1.0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="one weight per question"):
+        pre((q, c), ([0], [1]), [1.0, 2.0])
     with pytest.raises(ValueError, match="leaves no room"):
         BertSpanPreprocessor(tokenizer, 64, 16, max_query_length=61)
     with pytest.raises(TypeError, match="BertTokenizer"):

@@ -45,11 +45,14 @@ def _words_and_labels(sentences):
 @pytest.mark.parametrize("sequence_length, truncated", [(128, (1, 0)), (24, (903, 898))])
 def test_features_equal_conll_features(tokenizer, conll, sequence_length, truncated):
     pre = BertTokenPreprocessor(tokenizer, sequence_length)
-    run = tf.function(lambda w, y: pre(w, y))
+    run = tf.function(lambda w, y: (pre(w), pre(w, y)))
     for split, sentences, cut in (("test", conll["test"], truncated[0]),
                                   ("train", conll["train"][:3000], truncated[1])):
         expected = conll_features(sentences, tokenizer, sequence_length)
-        got = run(*_words_and_labels(sentences))
+        got, (inputs, labels, weights) = run(*_words_and_labels(sentences))
+        for key, value in inputs.items():  # with labels, the model's inputs as without
+            np.testing.assert_array_equal(value.numpy(), got[key].numpy())
+        got = {**got, "labels": labels, "label_weights": weights}
         assert sorted(got) == sorted(set(expected) - {"truncated_words"})
         for key, value in got.items():
             assert value.dtype == expected[key].dtype, key
@@ -145,17 +148,18 @@ def test_config_round_trip_and_tf_data(tokenizer, conll):
     assert restored.sequence_length == 40 and restored.name == "ner_pre"
     assert restored.tokenizer.get_vocabulary() == tokenizer.get_vocabulary()
     words, labels = _words_and_labels(conll["dev"][:200])
-    expected = pre(words, labels)
-    for key, value in restored(words, labels).items():
-        np.testing.assert_array_equal(value.numpy(), expected[key].numpy())
-    # tf.data: batched ragged rows, and single sentences (outputs without the batch axis).
+    expected = tf.nest.flatten(pre(words, labels))  # inputs, labels, label_weights
+    for got, want in zip(tf.nest.flatten(restored(words, labels)), expected, strict=True):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    # tf.data, keras-hub's `dataset.map(preprocessor)`: batched ragged rows, and single
+    # sentences (outputs without the batch axis).
     dataset = tf.data.Dataset.from_tensor_slices((words, labels))
-    batches = list(dataset.ragged_batch(64).map(restored))
-    for key in expected:
-        got = np.concatenate([b[key].numpy() for b in batches])
-        np.testing.assert_array_equal(got, expected[key].numpy())
-    single = next(iter(dataset.map(lambda w, y: restored(w, y))))
-    np.testing.assert_array_equal(single["token_ids"].numpy(), expected["token_ids"][0].numpy())
+    batches = [tf.nest.flatten(b) for b in dataset.ragged_batch(64).map(restored)]
+    for i, want in enumerate(expected):
+        np.testing.assert_array_equal(np.concatenate([b[i] for b in batches]), want.numpy())
+    single = tf.nest.flatten(next(iter(dataset.map(restored))))
+    for got, want in zip(single, expected, strict=True):
+        np.testing.assert_array_equal(got.numpy(), want[0].numpy())
 
 
 def keras_round_trip(layer):
@@ -183,11 +187,13 @@ def test_bad_inputs_name_the_problem(tokenizer):
 
 def test_python_lists_are_accepted(tokenizer):
     pre = BertTokenPreprocessor(tokenizer, 16)
-    got = pre([["Peter", "Blackburn"], ["BRUSSELS"]], [[1, 2], [5]])
-    expected = conll_features([["Peter", "Blackburn"], ["BRUSSELS"]], tokenizer, 16)
-    for key in ("token_ids", "word_index", "label_weights"):
-        np.testing.assert_array_equal(got[key].numpy(), expected[key])
-    assert got["labels"].numpy()[0, 1] == 1 and got["labels"].numpy()[1, 1] == 5
+    words = [["Peter", "Blackburn"], ["BRUSSELS"]]
+    inputs, labels, weights = pre(words, [[1, 2], [5]])
+    expected = conll_features(words, tokenizer, 16)
+    np.testing.assert_array_equal(inputs["token_ids"].numpy(), expected["token_ids"])
+    np.testing.assert_array_equal(pre(words)["word_index"].numpy(), expected["word_index"])
+    np.testing.assert_array_equal(weights.numpy(), expected["label_weights"])
+    assert labels.numpy()[0, 1] == 1 and labels.numpy()[1, 1] == 5
 
 
 def test_token_classifier_fits_and_predicts_on_words_and_raw_text(conll):
@@ -223,8 +229,47 @@ def test_token_classifier_fits_and_predicts_on_words_and_raw_text(conll):
     np.testing.assert_allclose(logits, direct, atol=1e-5)
     texts = [" ".join(w) for w in words[:20]]  # raw text: split_words in the pipeline
     np.testing.assert_allclose(model.predict(texts, batch_size=10, verbose=0), logits, atol=1e-5)
-    with pytest.raises(ValueError, match="no sample_weight"):
-        pre.dataset(words, labels, sample_weight=np.ones(32))
+    # A sentence's weight multiplies its words' weights.
+    weight = np.arange(32) % 3 / 2
+    (_, y, w), = list(pre.dataset(words, labels, sample_weight=weight, batch_size=32))
+    np.testing.assert_array_equal(w.numpy(), expected["label_weights"][:, :seq] * weight[:, None])
+    with pytest.raises(ValueError, match="sample_weight weighs labels"):
+        pre.dataset(words, sample_weight=weight)
+
+
+def test_keras_hubs_dataset_map_trains_a_tagger_as_fit_on_words(conll):
+    """keras-hub's habit: `dataset.map(model.preprocessor)` on `(words, labels, weight)` gives
+    the batches `fit` takes; the steps equal `fit` on the words, which cuts each batch to its
+    longest row (padding weighs 0 and is masked, so the weights must agree)."""
+    import dataclasses
+
+    import keras
+
+    from kbert.models import BertBackbone, BertTokenClassifier
+    from tests.spans.helpers import tiny_config
+    from tests.spans.helpers import tokenizer as small_tokenizer
+
+    sentences = conll["train"][:16]
+    words, labels = _words_and_labels(sentences)
+    weight = np.linspace(0.5, 1.5, 16).astype("float32")
+    models = []
+    for _ in range(2):
+        keras.utils.set_random_seed(0)
+        config = dataclasses.replace(tiny_config(num_layers=1), hidden_dropout=0.0,
+                                     attention_dropout=0.0)  # the same steps on any length
+        model = BertTokenClassifier(BertBackbone(config), num_classes=9, preprocessor=(
+            BertTokenPreprocessor(small_tokenizer(), sequence_length=16)))
+        model.compile(optimizer=keras.optimizers.Adam(1e-2))
+        models.append(model)
+    dataset = tf.data.Dataset.from_tensor_slices((words, labels, weight)).ragged_batch(8)
+    mapped = models[0].fit(dataset.map(models[0].preprocessor), epochs=2, verbose=0)
+    direct = models[1].fit(words.to_list(), labels.to_list(), sample_weight=weight,
+                           batch_size=8, epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(mapped.history["loss"], direct.history["loss"], rtol=1e-5)
+    for a, b in zip(models[0].get_weights(), models[1].get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    with pytest.raises(ValueError, match="sample_weight weighs labels"):
+        models[0].preprocessor(words, sample_weight=weight)
 
 
 def test_a_tagger_fits_after_it_predicts(conll):
