@@ -720,6 +720,36 @@ def test_answer_spans_count_characters_and_allow_an_empty_batch():
     assert inputs["token_ids"].shape == (0, 16) and labels["start_logits"].shape == (0,)
 
 
+def test_a_span_models_raw_text_takes_one_weight_a_question():
+    """Each question's weight goes to all its windows, for the start and the end alike: with
+    SGD one step is linear in the weights (the loss divides by the windows, weighed or not), so
+    the steps of weights (1, 0) and (0, 1) add up to the step of (1, 1), and (2, 2) is twice it.
+    A weight for each output is refused by name (the windows get one)."""
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    model = kbert.BertSpanLabeler(
+        kbert.BertBackbone(BertConfig(**SMALL, hidden_dropout=0.0, attention_dropout=0.0)),
+        preprocessor=kbert.BertSpanPreprocessor(tokenizer, 16, doc_stride=4, max_query_length=4))
+    model.compile(optimizer=keras.optimizers.SGD(0.1))
+    initial = model.get_weights()
+    x = (["w1 w2", "w3"], [" ".join(f"w{i}" for i in range(5, 25)), "w4 w5 w6"])
+    y = ([3, 0], [5, 2])  # the first context is long: several windows
+
+    def step(weights):
+        model.set_weights(initial)
+        model.fit(x, y, sample_weight=np.array(weights, "float32"), batch_size=64, verbose=0)
+        return [w - w0 for w, w0 in zip(model.get_weights(), initial)]
+
+    first, second, both, twice = (step(w) for w in ([1, 0], [0, 1], [1, 1], [2, 2]))
+    for a, b, ab, aabb in zip(first, second, both, twice):
+        np.testing.assert_allclose(a + b, ab, atol=1e-6)
+        np.testing.assert_allclose(aabb, 2 * ab, atol=1e-6)
+    assert not np.allclose(first[-2], second[-2])
+    with pytest.raises(ValueError, match="one sample_weight a question"):
+        model.fit(x, y, sample_weight=(np.ones(2), np.ones(2)), verbose=0)
+
+
 def test_raw_inputs_that_disagree_on_their_examples_are_refused_by_name():
     """tf.data's own error ("Dimensions 3 and 2 are not compatible") named neither piece; the
     preprocessors check what `fit`, `evaluate` and `predict` hand them first."""

@@ -44,9 +44,10 @@ class BertSpanLabeler(BertTask):
     into answer text.
 
     With a `BertSpanPreprocessor`, `fit((questions, contexts), (answer_starts, answer_ends))`
-    trains on raw text (character spans, -1 for none), but `predict` returns one row of logits
-    per window, not per question: answers come from `kbert.tasks.get_spec("squad").predict`,
-    `kbert predict` or the export, which decode the windows back to each question.
+    trains on raw text (character spans, -1 for none; `sample_weight`, one a question, weighs
+    each of its windows), but `predict` returns one row of logits per window, not per
+    question: answers come from `kbert.tasks.get_spec("squad").predict`, `kbert predict` or the
+    export, which decode the windows back to each question.
 
     >>> model = BertSpanLabeler(BertBackbone(BertConfig.preset("tiny")))
     """

@@ -12,8 +12,9 @@ from kbert.models.input_limits import (check_class_labels, check_numeric_labels,
                                        check_output_labels, check_packed_inputs,
                                        check_preprocessor, model_limits)
 from kbert.models.output_pairing import by_output
-from kbert.models.raw_inputs import (checked_stream, dataset_parts, holds_nothing, is_packed,
-                                     is_stream, refuse_text_batch, split_off)
+from kbert.models.raw_inputs import (checked_stream, dataset_parts, ends_with_its_data,
+                                     holds_nothing, is_packed, is_stream, refuse_text_batch,
+                                     split_off)
 
 
 def classification_defaults(loss=None, metrics=None):
@@ -228,6 +229,7 @@ class BertTask(keras.Model):
         else:
             validation_data = self._check(validation_data)[0]
         rows = batch_size or 32
+        packed_here = []  # the datasets made of raw text here
         if self._raw(x):
             if validation_split and validation_data is None:
                 (x, x_val), (y, y_val), (sample_weight, w_val) = (
@@ -237,19 +239,22 @@ class BertTask(keras.Model):
             x = self._text_dataset(x, y, sample_weight, rows, shuffle)
             y = sample_weight = batch_size = None
             shuffle = False  # done in the dataset, which Keras would not reshuffle
+            packed_here.append(x)
         if validation_data is not None and self._raw(validation_data[0]
                                                      if isinstance(validation_data, tuple)
                                                      else validation_data):
             validation_data = self._text_dataset(
                 *(validation_data if isinstance(validation_data, tuple) else (validation_data,)),
                 batch_size=rows)
+            packed_here.append(validation_data)
         epochs = kwargs.get("epochs", 1) - kwargs.get("initial_epoch", 0)
         per_epoch = kwargs.get("steps_per_epoch") or xla.count_batches(x, batch_size)
         self.match_xla_to(x, "train", None if per_epoch is None else epochs * per_epoch)
         self._build_optimizer()
-        return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
-                           validation_data=validation_data, shuffle=shuffle,
-                           validation_split=validation_split, **kwargs)
+        with ends_with_its_data(packed_here, kwargs.get("steps_per_epoch")):
+            return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
+                               validation_data=validation_data, shuffle=shuffle,
+                               validation_split=validation_split, **kwargs)
 
     def train_on_batch(self, x, y=None, sample_weight=None, *args, **kwargs):
         """Keras' `train_on_batch`, with tuple labels and weights paired as `fit` pairs them
@@ -279,18 +284,22 @@ class BertTask(keras.Model):
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         x, y = self._check(x, y)
         sample_weight = self._weights_by_output(sample_weight)
-        if self._raw(x):
+        packed_here = self._raw(x)
+        if packed_here:
             x = self._text_dataset(x, y, sample_weight, batch_size or 32)
             y = sample_weight = batch_size = None
         self.match_xla_to(x, "test", kwargs.get("steps"), batch_size)
-        return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
-                                **kwargs)
+        with ends_with_its_data([x] if packed_here else [], kwargs.get("steps")):
+            return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
+                                    **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
         x = self._check(x)[0]
-        if self._raw(x):
+        packed_here = self._raw(x)
+        if packed_here:
             x = self._text_dataset(x, batch_size=batch_size or 32)
             batch_size = None
         self.match_xla_to(x, "predict", kwargs.get("steps"), batch_size)
-        return super().predict(x, batch_size=batch_size, **kwargs)
+        with ends_with_its_data([x] if packed_here else [], kwargs.get("steps")):
+            return super().predict(x, batch_size=batch_size, **kwargs)
 

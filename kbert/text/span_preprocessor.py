@@ -23,7 +23,7 @@ import keras
 import tensorflow as tf
 
 from kbert.text.datasets import batched_dataset, check_example_counts, prefetched
-from kbert.text.preprocessor_base import PreprocessorBase, string_batch
+from kbert.text.preprocessor_base import PreprocessorBase, string_batch, traced
 from kbert.text.trim import trim_to_longest
 from kbert.text.windows import max_context_flags, window_plan
 
@@ -92,6 +92,9 @@ def _check_spans(answer_starts, answer_ends, questions, contexts):
 
 def _question_weights(sample_weight, contexts):
     """`sample_weight` as float32 [batch], asserted to hold one weight per question."""
+    if isinstance(sample_weight, dict):  # `fit`'s (start, end) weights, paired by output
+        raise ValueError("A span model's windows take one sample_weight a question, for the "
+                         f"start and the end alike; got one for each of {sorted(sample_weight)}.")
     sample_weight = tf.reshape(tf.cast(sample_weight, tf.float32), [-1])
     check = tf.debugging.assert_equal(tf.size(sample_weight), tf.size(contexts),
                                       message="sample_weight needs one weight per question")
@@ -261,9 +264,9 @@ class BertSpanPreprocessor(PreprocessorBase):
                 parts = (parts,)
             x, *labels = parts
             if not labels:
-                return {k: v for k, v in self(x).items() if k in INPUT_KEYS}
+                return {k: v for k, v in traced(self)(x).items() if k in INPUT_KEYS}
             y, *weight = labels
-            return self(x, y if isinstance(y, tuple) else (y[:, 0], y[:, 1]), *weight)
+            return traced(self)(x, y if isinstance(y, tuple) else (y[:, 0], y[:, 1]), *weight)
 
         raw = batched_dataset(x, y, sample_weight, lambda *parts: parts, batch_size, shuffle,
                               seed)

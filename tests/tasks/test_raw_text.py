@@ -164,3 +164,29 @@ def test_no_text_is_a_clear_error(backbone, empty):
     for call in (lambda: model.predict(empty, verbose=0), lambda: model.fit(empty, [])):
         with pytest.raises(ValueError, match="The input holds no examples"):
             call()
+
+
+def test_span_windows_end_their_epochs_without_keras_warning(backbone):
+    """Raw questions become a dataset of windows whose number Keras cannot know beforehand, and
+    Keras warned "Your input ran out of data" at its end in every fit, evaluate and predict.
+    That warning is kept where it means something: more `steps_per_epoch` than the data has."""
+    import warnings
+
+    from kbert.models.span_labeler import BertSpanLabeler
+    from kbert.text import BertSpanPreprocessor
+
+    model = BertSpanLabeler(backbone, preprocessor=BertSpanPreprocessor(
+        preprocessor(12).tokenizer, 16, doc_stride=4, max_query_length=4))
+    model.compile(optimizer="adam")
+    x = (["what is it ?", "who ?"], ["a good film , not a dull movie at all", "no"])
+    y = ([2, 0], [6, 2])
+    calls = {"fit": lambda **kw: model.fit(x, y, validation_data=(x, y), verbose=0, **kw),
+             "evaluate": lambda: model.evaluate(x, y, verbose=0),
+             "predict": lambda: model.predict(x, verbose=0)}
+    for name, call in calls.items():
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            call()
+        assert not [w for w in seen if "ran out of data" in str(w.message)], name
+    with pytest.warns(UserWarning, match="ran out of data"):
+        calls["fit"](steps_per_epoch=5)
