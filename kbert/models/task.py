@@ -2,6 +2,7 @@
 raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`."""
 
 import functools
+import warnings
 
 import keras
 
@@ -15,6 +16,13 @@ from kbert.models.output_pairing import by_output
 from kbert.models.raw_inputs import (checked_stream, dataset_parts, ends_with_its_data,
                                      holds_nothing, is_packed, is_stream, refuse_text_batch,
                                      split_off)
+
+
+# A head that reads the sequence output (spans, tags, masked LM alone) leaves the backbone's
+# pooler without a gradient, and Keras warns of it in every `fit`: expected, so not shown. Any
+# other variable without a gradient is still named.
+POOLER_WITHOUT_GRADIENT = (r"Gradients do not exist for variables \['pooler/kernel', "
+                           r"'pooler/bias'\] ")
 
 
 def classification_defaults(loss=None, metrics=None):
@@ -251,7 +259,9 @@ class BertTask(keras.Model):
         per_epoch = kwargs.get("steps_per_epoch") or xla.count_batches(x, batch_size)
         self.match_xla_to(x, "train", None if per_epoch is None else epochs * per_epoch)
         self._build_optimizer()
-        with ends_with_its_data(packed_here, kwargs.get("steps_per_epoch")):
+        with ends_with_its_data(packed_here, kwargs.get("steps_per_epoch")), \
+                warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=POOLER_WITHOUT_GRADIENT)
             return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
                                validation_data=validation_data, shuffle=shuffle,
                                validation_split=validation_split, **kwargs)

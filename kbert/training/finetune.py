@@ -18,7 +18,6 @@ import math
 import os
 import pathlib
 import time
-import warnings
 
 import keras
 
@@ -51,13 +50,9 @@ def _fit(model, dataset, plan, initial_epoch, callbacks, verbose, validation=Non
     start = time.perf_counter()
     if initial_epoch >= plan.epochs:
         return None, 0.0
-    with warnings.catch_warnings():
-        # Span and token heads do not use the pooler, so it gets no gradient: expected.
-        warnings.filterwarnings("ignore", message=r"Gradients do not exist for variables "
-                                r"\['pooler/kernel', 'pooler/bias'\]")
-        history = model.fit(dataset, epochs=plan.epochs, steps_per_epoch=plan.steps_per_epoch,
-                            initial_epoch=initial_epoch, callbacks=callbacks, verbose=verbose,
-                            shuffle=False, validation_data=validation)
+    history = model.fit(dataset, epochs=plan.epochs, steps_per_epoch=plan.steps_per_epoch,
+                        initial_epoch=initial_epoch, callbacks=callbacks, verbose=verbose,
+                        shuffle=False, validation_data=validation)
     return history, time.perf_counter() - start
 
 

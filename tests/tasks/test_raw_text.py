@@ -166,11 +166,16 @@ def test_no_text_is_a_clear_error(backbone, empty):
             call()
 
 
-def test_span_windows_end_their_epochs_without_keras_warning(backbone):
+def test_a_span_model_takes_raw_text_without_keras_warnings(backbone):
     """Raw questions become a dataset of windows whose number Keras cannot know beforehand, and
     Keras warned "Your input ran out of data" at its end in every fit, evaluate and predict.
-    That warning is kept where it means something: more `steps_per_epoch` than the data has."""
+    That warning is kept where it means something: more `steps_per_epoch` than the data has.
+    Keras' warning that the pooler gets no gradient is not shown either, but one naming any
+    other variable is."""
+    import re
     import warnings
+
+    from kbert.models.task import POOLER_WITHOUT_GRADIENT
 
     from kbert.models.span_labeler import BertSpanLabeler
     from kbert.text import BertSpanPreprocessor
@@ -188,5 +193,11 @@ def test_span_windows_end_their_epochs_without_keras_warning(backbone):
             warnings.simplefilter("always")
             call()
         assert not [w for w in seen if "ran out of data" in str(w.message)], name
+        # Nor the pooler's missing gradient: a span head reads the sequence output alone.
+        assert not [w for w in seen if "Gradients do not exist" in str(w.message)], name
     with pytest.warns(UserWarning, match="ran out of data"):
         calls["fit"](steps_per_epoch=5)
+    message = "Gradients do not exist for variables {} when minimizing the loss."
+    assert re.match(POOLER_WITHOUT_GRADIENT, message.format("['pooler/kernel', 'pooler/bias']"))
+    assert not re.match(POOLER_WITHOUT_GRADIENT,
+                        message.format("['pooler/kernel', 'pooler/bias', 'span_logits/bias']"))
