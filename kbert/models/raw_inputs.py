@@ -1,9 +1,7 @@
 """Raw text or packed inputs: how a task model tells which it was given, and how it cuts raw
 text as Keras' `validation_split` cuts arrays."""
 
-import contextlib
 import math
-import warnings
 
 import keras
 
@@ -62,22 +60,6 @@ def holds_text(x):
                 getattr(dtype, "name", None) == "string"):
             return True
     return False
-
-
-@contextlib.contextmanager
-def ends_with_its_data(datasets, steps):
-    """Keras warns "Your input ran out of data" whenever a dataset of unknown length ends, as
-    if it had been cut short. The windows a span preprocessor makes of raw text are such a
-    dataset (their number is known only once the contexts are tokenized), so every `fit`,
-    `evaluate` and `predict` on raw questions warned. Where `steps` is None (the data decides
-    the epoch) and `datasets` (the ones packed here) include such a dataset, that warning is
-    not shown; with `steps` given, running out is a real problem, and Keras' warning stays."""
-    unknown = any(d is not None and int(d.cardinality()) == -2 for d in datasets)
-    with warnings.catch_warnings():
-        if steps is None and unknown:
-            warnings.filterwarnings("ignore", message="Your input ran out of data",
-                                    category=UserWarning)
-        yield
 
 
 _PACKING_METHOD = {"train_on_batch": "fit", "test_on_batch": "evaluate",

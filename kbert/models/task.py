@@ -2,7 +2,6 @@
 raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`."""
 
 import functools
-import warnings
 
 import keras
 
@@ -13,16 +12,9 @@ from kbert.models.input_limits import (check_class_labels, check_numeric_labels,
                                        check_output_labels, check_packed_inputs,
                                        check_preprocessor, model_limits)
 from kbert.models.output_pairing import by_output
-from kbert.models.raw_inputs import (checked_stream, dataset_parts, ends_with_its_data,
-                                     holds_nothing, is_packed, is_stream, refuse_text_batch,
-                                     split_off)
-
-
-# A head that reads the sequence output (spans, tags, masked LM alone) leaves the backbone's
-# pooler without a gradient, and Keras warns of it in every `fit`: expected, so not shown. Any
-# other variable without a gradient is still named.
-POOLER_WITHOUT_GRADIENT = (r"Gradients do not exist for variables \['pooler/kernel', "
-                           r"'pooler/bias'\] ")
+from kbert.models.expected_warnings import expected_warnings_hidden
+from kbert.models.raw_inputs import (checked_stream, dataset_parts, holds_nothing, is_packed,
+                                     is_stream, refuse_text_batch, split_off)
 
 
 def classification_defaults(loss=None, metrics=None):
@@ -259,9 +251,7 @@ class BertTask(keras.Model):
         per_epoch = kwargs.get("steps_per_epoch") or xla.count_batches(x, batch_size)
         self.match_xla_to(x, "train", None if per_epoch is None else epochs * per_epoch)
         self._build_optimizer()
-        with ends_with_its_data(packed_here, kwargs.get("steps_per_epoch")), \
-                warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=POOLER_WITHOUT_GRADIENT)
+        with expected_warnings_hidden(packed_here, kwargs.get("steps_per_epoch")):
             return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
                                validation_data=validation_data, shuffle=shuffle,
                                validation_split=validation_split, **kwargs)
@@ -294,22 +284,22 @@ class BertTask(keras.Model):
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         x, y = self._check(x, y)
         sample_weight = self._weights_by_output(sample_weight)
-        packed_here = self._raw(x)
-        if packed_here:
+        raw = self._raw(x)
+        if raw:
             x = self._text_dataset(x, y, sample_weight, batch_size or 32)
             y = sample_weight = batch_size = None
         self.match_xla_to(x, "test", kwargs.get("steps"), batch_size)
-        with ends_with_its_data([x] if packed_here else [], kwargs.get("steps")):
+        with expected_warnings_hidden([x] if raw else [], kwargs.get("steps")):
             return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight,
                                     **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
         x = self._check(x)[0]
-        packed_here = self._raw(x)
-        if packed_here:
+        raw = self._raw(x)
+        if raw:
             x = self._text_dataset(x, batch_size=batch_size or 32)
             batch_size = None
         self.match_xla_to(x, "predict", kwargs.get("steps"), batch_size)
-        with ends_with_its_data([x] if packed_here else [], kwargs.get("steps")):
+        with expected_warnings_hidden([x] if raw else [], kwargs.get("steps")):
             return super().predict(x, batch_size=batch_size, **kwargs)
 

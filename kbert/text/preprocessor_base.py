@@ -76,6 +76,17 @@ _TRACED = weakref.WeakKeyDictionary()
 attribute of a layer would be saved with any SavedModel that holds the layer."""
 
 
+def example_weights(sample_weight, examples, what):
+    """`sample_weight` as float32 [examples], asserted to hold one weight per `what` (a
+    sentence, a question): what the tagger and span preprocessors spread over the tokens or
+    windows of each."""
+    sample_weight = tf.reshape(tf.cast(sample_weight, tf.float32), [-1])
+    check = tf.debugging.assert_equal(tf.size(sample_weight), tf.cast(examples, tf.int32),
+                                      message=f"sample_weight needs one weight per {what}")
+    with tf.control_dependencies([check]):
+        return tf.identity(sample_weight)
+
+
 def traced(preprocessor):
     """`preprocessor` as one `tf.function`, traced once per kind of input. A tf.data map that
     packs with it (train, dev, test, predict) calls that graph instead of building the tokenizer

@@ -23,7 +23,8 @@ import keras
 import tensorflow as tf
 
 from kbert.text.datasets import batched_dataset, check_example_counts, prefetched
-from kbert.text.preprocessor_base import PreprocessorBase, string_batch, traced
+from kbert.text.preprocessor_base import (PreprocessorBase, example_weights, string_batch,
+                                         traced)
 from kbert.text.trim import trim_to_longest
 from kbert.text.windows import max_context_flags, window_plan
 
@@ -91,15 +92,11 @@ def _check_spans(answer_starts, answer_ends, questions, contexts):
 
 
 def _question_weights(sample_weight, contexts):
-    """`sample_weight` as float32 [batch], asserted to hold one weight per question."""
+    """`example_weights` of one weight a question; `fit`'s weights paired by output refused."""
     if isinstance(sample_weight, dict):  # `fit`'s (start, end) weights, paired by output
         raise ValueError("A span model's windows take one sample_weight a question, for the "
                          f"start and the end alike; got one for each of {sorted(sample_weight)}.")
-    sample_weight = tf.reshape(tf.cast(sample_weight, tf.float32), [-1])
-    check = tf.debugging.assert_equal(tf.size(sample_weight), tf.size(contexts),
-                                      message="sample_weight needs one weight per question")
-    with tf.control_dependencies([check]):
-        return tf.identity(sample_weight)
+    return example_weights(sample_weight, tf.size(contexts), "question")
 
 
 @keras.saving.register_keras_serializable(package="kbert")

@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kbert.text.preprocessor_base import PreprocessorBase, traced
+from kbert.text.preprocessor_base import PreprocessorBase, example_weights, traced
 from kbert.text.windows import max_context_flags, window_plan
 from kbert.text.word_split import split_words
 
@@ -116,7 +116,9 @@ class BertTokenPreprocessor(PreprocessorBase):
         features = self._features(words, labels)
         weights = features["label_weights"]
         if sample_weight is not None:
-            weights *= _sentence_weights(sample_weight, weights)
+            sentences = tf.size(weights) // tf.shape(weights)[-1]  # [seq]: one sentence
+            weights *= tf.reshape(example_weights(sample_weight, sentences, "sentence"),
+                                  [-1, 1][2 - weights.shape.rank:])
         return ({k: features[k] for k in OUTPUT_KEYS[:3]}, features["labels"], weights)
 
     def _features(self, words, labels=None):
@@ -268,17 +270,6 @@ class BertTokenPreprocessor(PreprocessorBase):
         config.update({"sequence_length": self.sequence_length, "doc_stride": self.doc_stride,
                        "max_context_length": self.max_context_length})
         return config
-
-
-def _sentence_weights(sample_weight, weights):
-    """`sample_weight`, one float per sentence, shaped to multiply `weights` ([batch, seq], or
-    [seq] for one sentence)."""
-    sample_weight = tf.cast(sample_weight, tf.float32)
-    sentences = tf.size(weights) // tf.shape(weights)[-1]
-    check = tf.debugging.assert_equal(tf.size(sample_weight), sentences,
-                                      message="sample_weight needs one weight per sentence")
-    with tf.control_dependencies([check]):
-        return tf.reshape(sample_weight, [-1, 1][2 - weights.shape.rank:])
 
 
 def _check_words(sentences, labels=None):
