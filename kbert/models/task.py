@@ -1,20 +1,17 @@
 """`BertTask`: what every model built on a `BertBackbone` shares: its optional preprocessor,
 raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`."""
 
-import functools
-
 import keras
 
 from kbert import tensorflow_backend
 from kbert.models import xla
-from kbert.models.backbone import INPUT_KEYS, BertBackbone, check_model_kwargs
-from kbert.models.input_limits import (check_class_labels, check_numeric_labels,
-                                       check_output_labels, check_packed_inputs,
-                                       check_preprocessor, model_limits)
-from kbert.models.output_pairing import by_output
+from kbert.models.backbone import BertBackbone, check_model_kwargs
 from kbert.models.expected_warnings import expected_warnings_hidden
-from kbert.models.raw_inputs import (checked_stream, dataset_parts, holds_nothing, is_packed,
-                                     is_stream, refuse_text_batch, split_off)
+from kbert.models.input_limits import check_preprocessor, model_limits
+from kbert.models.output_pairing import by_output
+from kbert.models.raw_inputs import (holds_nothing, is_packed, is_stream, refuse_text_batch,
+                                     split_off)
+from kbert.models.task_inputs import check_labels, checked_inputs, sparse_label_classes
 
 
 def classification_defaults(loss=None, metrics=None):
@@ -155,31 +152,7 @@ class BertTask(keras.Model):
                 and not is_stream(x))
 
     def _check(self, x, y=None):
-        """Packed arrays must hold what the backbone embeds and labels what the head scores:
-        under XLA an id beyond its tables would read a clamped row, and a label beyond the
-        logits makes the loss NaN, neither an error (`check_packed_inputs`, `_check_labels`).
-        Returns `(x, y)`, tuple labels of several outputs as a dict (`by_output`); a
-        dataset of packed inputs is returned wrapped, so that each batch is checked as it is
-        read (`kbert.tensorflow_input_checks`)."""
-        if isinstance(x, dict):
-            check_packed_inputs(model_limits(self.backbone), x)
-            y = self._labels_by_output(y)
-            check_output_labels(y, x.get("token_ids"), self.label_ranges)
-        elif is_packed(x) and hasattr(x, "map"):  # a dataset, read batch by batch
-            from kbert.tensorflow_input_checks import checked_dataset
-
-            inputs, labels = dataset_parts(x.element_spec)
-            if inputs[INPUT_KEYS[0]].shape.rank == len(self.input[INPUT_KEYS[0]].shape) - 1:
-                raise ValueError(f"The dataset yields single examples ({INPUT_KEYS[0]} of shape "
-                                 f"{inputs[INPUT_KEYS[0]].shape}); Keras takes batches: call "
-                                 ".batch(32) on it first.")
-            return checked_dataset(x, model_limits(self.backbone),
-                                   self._dataset_label_classes(labels), self.label_ranges,
-                                   functools.partial(by_output, self.output)), y
-        elif is_stream(x):  # Keras reads it; each batch is checked as a dict of arrays is
-            return checked_stream(x, self._check, self._weights_by_output), y
-        self._check_labels(y)
-        return x, y
+        return checked_inputs(self, x, y)
 
     def _labels_by_output(self, y):
         return by_output(self.output, y)
@@ -188,19 +161,12 @@ class BertTask(keras.Model):
         return by_output(self.output, sample_weight, "sample weight")
 
     def _check_labels(self, y):
-        if self.label_classes is not None:
-            check_class_labels(y, self.label_classes)
-        else:
-            check_numeric_labels(y)
+        """A hook: checks array labels against the head (its `label_classes`)."""
+        check_labels(y, self.label_classes)
 
     def _dataset_label_classes(self, spec):
-        """The classes a dataset's labels (`spec`: a TensorSpec) index when they are this
-        head's sparse class ids, [batch] or [batch, 1] integers, else None (not checked)."""
-        rank = getattr(getattr(spec, "shape", None), "rank", None)
-        sparse = rank == 1 or (rank == 2 and spec.shape[-1] == 1)
-        if self.label_classes is None or not sparse or not spec.dtype.is_integer:
-            return None
-        return self.label_classes
+        """A hook: the classes a dataset's labels (`spec`) index, None when not checked."""
+        return sparse_label_classes(spec, self.label_classes)
 
     def _text_dataset(self, x, *args, **kwargs):
         """The preprocessor's batches, each cut to its longest row (rounded up to a few sizes

@@ -1,0 +1,57 @@
+"""The checks a task model's `fit` / `evaluate` / `predict` run on packed inputs and labels
+before Keras reads them: under XLA an id beyond the embedding tables reads a clamped row, and a
+label beyond the logits makes the loss NaN, neither an error."""
+
+import functools
+
+from kbert.models.backbone import INPUT_KEYS
+from kbert.models.input_limits import (check_class_labels, check_numeric_labels,
+                                       check_output_labels, check_packed_inputs, model_limits)
+from kbert.models.output_pairing import by_output
+from kbert.models.raw_inputs import checked_stream, dataset_parts, is_packed, is_stream
+
+
+def checked_inputs(model, x, y=None):
+    """`(x, y)` of `model` (a `BertTask`) checked: packed arrays against what its backbone
+    embeds (`check_packed_inputs`) and labels against what its head scores (its
+    `_check_labels`, or `label_ranges` for dict labels); tuple labels of several outputs
+    become a dict (`by_output`). A dataset of packed inputs, or a generator, is returned
+    wrapped, so that each batch is checked as it is read (`kbert.tensorflow_input_checks`)."""
+    if isinstance(x, dict):
+        check_packed_inputs(model_limits(model.backbone), x)
+        y = by_output(model.output, y)
+        check_output_labels(y, x.get("token_ids"), model.label_ranges)
+    elif is_packed(x) and hasattr(x, "map"):  # a dataset, read batch by batch
+        from kbert.tensorflow_input_checks import checked_dataset
+
+        inputs, labels = dataset_parts(x.element_spec)
+        if inputs[INPUT_KEYS[0]].shape.rank == len(model.input[INPUT_KEYS[0]].shape) - 1:
+            raise ValueError(f"The dataset yields single examples ({INPUT_KEYS[0]} of shape "
+                             f"{inputs[INPUT_KEYS[0]].shape}); Keras takes batches: call "
+                             ".batch(32) on it first.")
+        return checked_dataset(x, model_limits(model.backbone),
+                               model._dataset_label_classes(labels), model.label_ranges,
+                               functools.partial(by_output, model.output)), y
+    elif is_stream(x):  # Keras reads it; each batch is checked as a dict of arrays is
+        return checked_stream(x, functools.partial(checked_inputs, model),
+                              functools.partial(by_output, model.output, what="sample weight")), y
+    model._check_labels(y)
+    return x, y
+
+
+def check_labels(y, label_classes):
+    """Array labels: class ids below `label_classes`, or numbers where it is None."""
+    if label_classes is not None:
+        check_class_labels(y, label_classes)
+    else:
+        check_numeric_labels(y)
+
+
+def sparse_label_classes(spec, label_classes):
+    """`label_classes` when a dataset's labels (`spec`: a TensorSpec) are sparse class ids,
+    [batch] or [batch, 1] integers, else None (not checked)."""
+    rank = getattr(getattr(spec, "shape", None), "rank", None)
+    sparse = rank == 1 or (rank == 2 and spec.shape[-1] == 1)
+    if label_classes is None or not sparse or not spec.dtype.is_integer:
+        return None
+    return label_classes
