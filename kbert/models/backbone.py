@@ -23,6 +23,16 @@ def check_model_kwargs(cls, kwargs):
                         f"{', '.join(unknown)}.{hint}")
 
 
+def spread_trainable(model):
+    """Freezes every layer of `model` when it was built with `trainable=False`. Keras' functional
+    constructor runs the `trainable` setter before it tracks the layers, so the flag reached
+    none of them: a frozen backbone rebuilt by `load_model` trained all its weights again."""
+    if not model.trainable:
+        # Not `model.trainable = False`: Keras' TensorFlow tracking skips assigning an
+        # attribute the value it already holds, setter included.
+        keras.layers.Layer.trainable.fset(model, False)
+
+
 @keras.saving.register_keras_serializable(package="kbert")
 class BertBackbone(keras.Model):
     """The BERT encoder: embeddings, `num_layers` post-LN Transformer blocks and the pooler.
@@ -95,6 +105,7 @@ class BertBackbone(keras.Model):
         if output_attentions:
             outputs["attention_probs"] = attention_probs
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        spread_trainable(self)
         if dtype is not None:
             # Keras' functional constructor drops `dtype`; task heads and get_config read it.
             self.dtype_policy = dtype

@@ -5,7 +5,7 @@ import keras
 
 from kbert import tensorflow_backend
 from kbert.models import xla
-from kbert.models.backbone import BertBackbone, check_model_kwargs
+from kbert.models.backbone import BertBackbone, check_model_kwargs, spread_trainable
 from kbert.models.expected_warnings import expected_warnings_hidden
 from kbert.models.input_limits import check_preprocessor, model_limits
 from kbert.models.output_pairing import by_output
@@ -56,6 +56,7 @@ class BertTask(keras.Model):
     def __init__(self, inputs, outputs, preprocessor=None, **kwargs):
         check_model_kwargs(type(self), kwargs)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        spread_trainable(self)
         if preprocessor is not None:
             check_preprocessor(model_limits(_backbone_in(self)), preprocessor)
         self.preprocessor = preprocessor

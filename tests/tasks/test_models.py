@@ -172,6 +172,38 @@ def test_loaded_classifier_is_compiled_and_resumes_training_exactly(config, tmp_
         np.testing.assert_allclose(theirs.numpy(), ours.numpy(), rtol=0, atol=1e-6)
 
 
+def test_a_frozen_backbone_stays_frozen_when_built_again(config, tmp_path):
+    """`trainable=False` given to a constructor, as `load_model` gives it, freezes every
+    layer, as the `trainable` setter does: Keras' functional constructor set the flag before
+    it tracked the layers, so a frozen backbone came back with all its weights training (and
+    the saved optimizer, sized for the head alone, was dropped)."""
+    from tests.test_cli_processes import python
+
+    assert len(BertClassifier(BertBackbone(config, trainable=False), 3).trainable_weights) == 2
+    model = BertClassifier(BertBackbone(config), num_classes=3)
+    model.backbone.trainable = False
+    model.compile(optimizer="adam")
+    x, y = make_inputs(4, 10, config.vocab_size), np.array([0, 1, 2, 1])
+    model.train_on_batch(x, y)
+    model.save(tmp_path / "model.keras")
+    np.savez(tmp_path / "batch.npz", y=y, **x)
+    loaded = python("""
+import json, sys, warnings
+import keras, numpy as np
+import kbert
+warnings.simplefilter("error")  # Keras warns when it drops a saved optimizer
+model = keras.saving.load_model(sys.argv[1])
+data = dict(np.load(sys.argv[2]))
+y = data.pop("y")
+before = [w.numpy().copy() for w in model.backbone.weights]
+model.train_on_batch(data, y)
+print(json.dumps({"trainable": len(model.trainable_weights),
+                  "changed": sum(not np.array_equal(a, w.numpy())
+                                 for a, w in zip(before, model.backbone.weights))}))
+""", tmp_path / "model.keras", tmp_path / "batch.npz")
+    assert loaded == {"trainable": 2, "changed": 0}
+
+
 def test_fit_leaves_a_datasets_order_to_the_dataset(one_block, monkeypatch):
     """Keras ignores `shuffle` for a dataset and warns on each `fit`; kbert's default leaves it
     out there and shuffles arrays as Keras does."""
