@@ -30,8 +30,7 @@ def as_tensor_data(x):
     if array.size and array.dtype != object:
         raise TypeError(f"Give text (strings); got {array.dtype} values.")
     if array.dtype == object:
-        _check_all_text(array)
-        array = array.astype(str).astype(object)
+        _check_all_text(array)  # str or bytes, which TensorFlow keeps as they are (UTF-8)
     return array
 
 

@@ -59,6 +59,18 @@ def test_pairs_as_a_tuple_of_lists(backbone):
                                _by_hand(model, tuple(np.array(p) for p in PAIRS)), atol=1e-5)
 
 
+def test_utf8_bytes_read_as_the_same_text(backbone):
+    """tf.data's `as_numpy_iterator` gives text as UTF-8 bytes; those with non-ASCII
+    characters failed with `UnicodeDecodeError: 'ascii' codec`."""
+    model = BertClassifier(backbone, num_classes=2, preprocessor=preprocessor(12))
+    texts = ["GOOD café", "naïve — film ✓", "bad"]
+    as_bytes = [t.encode("utf-8") for t in texts]
+    np.testing.assert_array_equal(model.predict(as_bytes, verbose=0),
+                                  model.predict(texts, verbose=0))
+    np.testing.assert_array_equal(model.predict([texts[0], as_bytes[1], texts[2]], verbose=0),
+                                  model.predict(texts, verbose=0))
+
+
 def test_multiple_choice_takes_one_list_of_choices_per_question(backbone, tmp_path):
     model = BertMultipleChoice(backbone, num_choices=3, preprocessor=preprocessor(12))
     model.compile(optimizer="adam")
