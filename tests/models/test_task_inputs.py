@@ -429,7 +429,9 @@ def test_a_span_models_raw_text_takes_one_weight_a_question():
     """Each question's weight goes to all its windows, for the start and the end alike: with
     SGD one step is linear in the weights (the loss divides by the windows, weighed or not), so
     the steps of weights (1, 0) and (0, 1) add up to the step of (1, 1), and (2, 2) is twice it.
-    A weight for each output is refused by name (the windows get one)."""
+    A weight for each output is refused by name (the windows get one). A list of numbers is
+    one weight a question, as an array is: a list as long as the outputs were read as a weight
+    each."""
     import kbert
 
     tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
@@ -443,10 +445,11 @@ def test_a_span_models_raw_text_takes_one_weight_a_question():
 
     def step(weights):
         model.set_weights(initial)
-        model.fit(x, y, sample_weight=np.array(weights, "float32"), batch_size=64, verbose=0)
+        model.fit(x, y, sample_weight=weights, batch_size=64, verbose=0)
         return [w - w0 for w, w0 in zip(model.get_weights(), initial)]
 
-    first, second, both, twice = (step(w) for w in ([1, 0], [0, 1], [1, 1], [2, 2]))
+    first, second, both, twice = (step(w) for w in ([1.0, 0.0], [0, 1], np.ones(2, "float32"),
+                                                     np.full(2, 2.0)))
     for a, b, ab, aabb in zip(first, second, both, twice):
         np.testing.assert_allclose(a + b, ab, atol=1e-6)
         np.testing.assert_allclose(aabb, 2 * ab, atol=1e-6)
