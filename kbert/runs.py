@@ -73,6 +73,9 @@ class RunDirectory:
 
     @classmethod
     def is_run(cls, path) -> bool:
+        """Whether `path` is a run directory (False for what is no path: a `BertConfig`)."""
+        if not isinstance(path, (str, os.PathLike)):
+            return False
         path = pathlib.Path(os.fspath(path))
         return (path / INFO_FILE).is_file() and (path / MODEL_FILE).is_file()
 

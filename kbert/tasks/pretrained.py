@@ -2,6 +2,8 @@
 the model with its task spec from a run or a fine-tuned checkpoint directory (`open_task_model`:
 what `kbert evaluate`, `predict` and `export` read)."""
 
+import warnings
+
 from kbert.config import pop_rates
 from kbert.runs import RunDirectory
 
@@ -11,6 +13,7 @@ _PREPROCESSORS = {
     "BertClassifier": ("kbert.text.preprocessor", "BertPreprocessor", 128, True),
     "BertMultipleChoice": ("kbert.text.preprocessor", "BertPreprocessor", 128, True),
     "BertFeatureClassifier": ("kbert.text.preprocessor", "BertPreprocessor", 128, True),
+    "BertFeatureExtractor": ("kbert.text.preprocessor", "BertPreprocessor", 128, True),
     "BertSpanLabeler": ("kbert.text.span_preprocessor", "BertSpanPreprocessor", 384, True),
     "BertTokenClassifier": ("kbert.text.token_preprocessor", "BertTokenPreprocessor", 128, True),
     "BertPretrainer": ("kbert.text.masked_lm_preprocessor", "BertMaskedLMPreprocessor", 128,
@@ -68,8 +71,25 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
     if head is not None:
         model.get_layer(head.layer).set_weights(head.weights)
     elif hasattr(model, "mlm_head"):  # a BertPretrainer goes on from the checkpoint's heads
-        load_pretraining_heads(model, name_or_dir, allow_pickle=allow_pickle)
+        _warn_of_fresh_heads(model, name_or_dir,
+                             load_pretraining_heads(model, name_or_dir, allow_pickle=allow_pickle))
     return model
+
+
+def _warn_of_fresh_heads(pretrainer, name_or_dir, loaded):
+    """Warns where a pretrained checkpoint lacked a head the pre-trainer has, as transformers'
+    `from_pretrained` does: a fresh masked-LM head fills blanks with noise until pre-trained."""
+    from kbert.presets import resolve_preset
+
+    if not resolve_preset(name_or_dir).load_weights:
+        return  # random weights throughout
+    fresh = [name for name, head in (("masked LM", pretrainer.mlm_head),
+                                     ("next sentence", pretrainer.nsp_head))
+             if head is not None and name not in loaded]
+    if fresh:
+        warnings.warn(f"{name_or_dir} holds no {' or '.join(fresh)} head: the pre-trainer's "
+                      f"starts from random weights, so it predicts noise until pre-trained.",
+                      stacklevel=4)
 
 
 def _fine_tuned_head(cls, name_or_dir, allow_pickle=False):

@@ -9,7 +9,7 @@ import pytest
 
 from kbert import BertBackbone
 from kbert.models.classifier import BertClassifier
-from kbert.models.feature_extractor import BertFeatureClassifier
+from kbert.models.feature_extractor import BertFeatureClassifier, BertFeatureExtractor
 from kbert.models.multiple_choice import BertMultipleChoice
 from tests.tasks.helpers import VOCAB, preprocessor
 
@@ -140,6 +140,20 @@ def test_from_pretrained_builds_backbone_preprocessor_and_head(minilm_dir, tmp_p
 
     pretrainer = BertPretrainer.from_pretrained("tiny", use_nsp=False, sequence_length=32)
     assert isinstance(pretrainer.preprocessor, BertMaskedLMPreprocessor)
+    with pytest.warns(UserWarning, match="holds no masked LM head"):  # MiniLM: an encoder
+        BertPretrainer.from_pretrained("minilm_l6_h384_uncased", use_nsp=False)
+    extractor = BertFeatureExtractor.from_pretrained("minilm_l6_h384_uncased", layers=-1,
+                                                     sequence_length=16)
+    features = extractor.predict(["a great film"], verbose=0)  # batches cut to their longest
+    np.testing.assert_allclose(features, model.backbone.predict(  # the last layer's states
+        extractor.preprocessor(["a great film"]), verbose=0)["sequence_output"][:, :5],
+        atol=1e-5)
+    assert features.shape == (1, 5, 384)  # [CLS] a great film [SEP]
+    from kbert.config import BertConfig
+
+    from_config = BertClassifier.from_pretrained(  # a BertConfig: random weights, that size
+        BertConfig.preset("tiny"), num_classes=2)
+    assert from_config.backbone.config == BertConfig.preset("tiny")
     run = _a_classifier_run(tmp_path)
     loaded = BertClassifier.from_pretrained(run)  # a run is loaded as saved
     assert isinstance(loaded, BertClassifier) and loaded.num_classes == 2
