@@ -62,11 +62,16 @@ def check_token_inputs(features, limits):
 
 
 def check_label_ids(labels, classes, name="labels", meaning="class ids"):
-    """`labels` (integers) with a control dependency on 0 <= labels < `classes` (an int, or a
-    scalar tensor: the row length, named "seq" in the error)."""
+    """`labels` (integers, or floats holding integers) with a control dependency on
+    0 <= labels < `classes` (an int, or a scalar tensor: the row length, named "seq" in the
+    error)."""
     bound = "seq" if isinstance(classes, tf.Tensor) else classes
-    with tf.control_dependencies(_in_range(labels, f"{name} must be {meaning}, in [0, {bound})",
-                                           0, classes)):
+    allowed = f"{name} must be {meaning}, in [0, {bound})"
+    checks = _in_range(labels, allowed, 0, classes)
+    if labels.dtype.is_floating:  # a float column: 2.5 or NaN is no id (NaN fails all tests)
+        checks.append(tf.debugging.assert_equal(labels, tf.round(labels),
+                                                message=f"{allowed}; got a non-integer"))
+    with tf.control_dependencies(checks):
         return tf.identity(labels)
 
 

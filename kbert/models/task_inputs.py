@@ -49,9 +49,15 @@ def check_labels(y, label_classes):
 
 def sparse_label_classes(spec, label_classes):
     """`label_classes` when a dataset's labels (`spec`: a TensorSpec) are sparse class ids,
-    [batch] or [batch, 1] integers, else None (not checked)."""
+    [batch] or [batch, 1] numbers (floats too: a float column's ids), else None (not
+    checked)."""
     rank = getattr(getattr(spec, "shape", None), "rank", None)
     sparse = rank == 1 or (rank == 2 and spec.shape[-1] == 1)
-    if label_classes is None or not sparse or not spec.dtype.is_integer:
+    if label_classes is None or not sparse or not is_number(spec.dtype):
         return None
     return label_classes
+
+
+def is_number(dtype):
+    """Whether a TensorSpec's dtype holds numbers that may be ids: integers or floats."""
+    return dtype.is_integer or dtype.is_floating

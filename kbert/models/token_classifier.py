@@ -7,6 +7,7 @@ from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
 from kbert.models.input_limits import check_class_labels
 from kbert.models.task import BertTask
+from kbert.models.task_inputs import is_number
 from kbert.models.feature_extractor import BertFeatureExtractor, PaddingToMask
 
 
@@ -97,9 +98,9 @@ class BertTokenClassifier(BertTask):
                 raise ValueError(f"Sentence {n}: {error}{hint}") from None
 
     def _dataset_label_classes(self, spec):
-        """A dataset's [batch, seq] integer labels are tag ids."""
+        """A dataset's [batch, seq] labels (integers, or floats holding them) are tag ids."""
         rank = getattr(getattr(spec, "shape", None), "rank", None)
-        return self.num_classes if rank == 2 and spec.dtype.is_integer else None
+        return self.num_classes if rank == 2 and is_number(spec.dtype) else None
 
     def compile(self, optimizer="adam", loss=None, weighted_metrics=None, **kwargs):
         """Compiles with token cross-entropy (mean over weighted tokens) and weighted accuracy

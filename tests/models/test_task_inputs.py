@@ -204,8 +204,15 @@ def test_dataset_labels_are_checked_against_the_head(jit_compile):
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=r"labels must be class ids, in \[0, 2\); got a larger value"):
         model.fit(_dataset(packed(rows=4), np.array([0, 1, 2, 1])), verbose=0)
+    # A float column (pandas' habit) holds ids too, checked alike: under XLA 2.0 trained NaN
+    # into every weight.
+    for labels, found in (([0, 1, 2, 1], "got a larger value"), ([0, 1, 0.5, 1], "got a non-integer"),
+                          ([0, 1, np.nan, 1], "")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="labels must be class ids"
+                                                                 r", in \[0, 2\); " + found):
+            model.fit(_dataset(packed(rows=4), np.array(labels, "float32")), verbose=0)
     before = [w.copy() for w in model.get_weights()]
-    model.fit(_dataset(packed(rows=4), np.array([0, 1, 1, 0])), verbose=0)
+    model.fit(_dataset(packed(rows=4), np.array([0, 1, 1, 0], "float32")), verbose=0)
     assert all(np.isfinite(w).all() for w in model.get_weights())
     assert any((a != b).any() for a, b in zip(before, model.get_weights()))
     tagger = kbert.BertTokenClassifier(kbert.BertBackbone(BertConfig(**SMALL)), num_classes=3)
@@ -214,6 +221,9 @@ def test_dataset_labels_are_checked_against_the_head(jit_compile):
     tags[2, 1] = -100  # Hugging Face's ignore id: kbert weighs tokens instead
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"in \[0, 3\); got a smaller"):
         tagger.fit(_dataset(packed(rows=4), tags, np.ones((4, 8), "float32")), verbose=0)
+    tags[2, 1] = 3
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"in \[0, 3\); got a larger"):
+        tagger.fit(_dataset(packed(rows=4), tags.astype("float32")), verbose=0)
 
 
 @pytest.mark.parametrize("raw", [False, True])
