@@ -105,8 +105,8 @@ def checked_dataset(dataset, limits, label_classes=None, label_ranges=None,
     (`check_token_inputs`). Labels must be numbers; integer ones are checked by
     `check_label_ids`: against `label_classes` when given, or, for a dict of labels, each
     against `label_ranges(row length)`'s {output: (classes, meaning)}; float ones must be
-    finite (`check_finite`). `labels_by_output` first turns a tuple of labels (and of weights)
-    into that dict (`kbert.models.output_pairing.by_output`)."""
+    finite (`check_finite`), and so must float sample weights. `labels_by_output` first turns
+    a tuple of labels (and of weights) into that dict (`kbert.models.output_pairing.by_output`)."""
     def check_labels(labels, length):
         if label_classes is not None:
             return check_label_ids(labels, label_classes)
@@ -130,7 +130,10 @@ def checked_dataset(dataset, limits, label_classes=None, label_ranges=None,
             if labels_by_output:  # a tuple of weights is paired as labels are
                 rest = (labels_by_output(rest[0]),
                         *(labels_by_output(w, "sample weight") for w in rest[1:]))
-            rest = (check_labels(rest[0], tf.shape(inputs["token_ids"])[-1]),) + rest[1:]
+            rest = (check_labels(rest[0], tf.shape(inputs["token_ids"])[-1]),
+                    *(tf.nest.map_structure(lambda w: check_finite(w, "sample_weight")
+                                            if w.dtype.is_floating else w, weights)
+                      for weights in rest[1:]))
         return (inputs, *rest)
 
     single = not isinstance(dataset.element_spec, tuple)

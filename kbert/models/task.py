@@ -11,7 +11,8 @@ from kbert.models.input_limits import check_preprocessor, model_limits
 from kbert.models.output_pairing import by_output
 from kbert.models.raw_inputs import (holds_nothing, is_packed, is_stream, refuse_text_batch,
                                      split_off)
-from kbert.models.task_inputs import check_labels, checked_inputs, sparse_label_classes
+from kbert.models.task_inputs import (check_labels, checked_inputs, checked_weights,
+                                     sparse_label_classes)
 
 
 def classification_defaults(loss=None, metrics=None):
@@ -188,11 +189,11 @@ class BertTask(keras.Model):
         if shuffle is None:
             shuffle = not (hasattr(x, "element_spec") or is_stream(x))
         x, y = self._check(x, y)
-        sample_weight = self._weights_by_output(sample_weight)
+        sample_weight = checked_weights(self, sample_weight)
         if isinstance(validation_data, tuple):
             checked = self._check(*validation_data[:2] or (None,))
             validation_data = (*checked[:len(validation_data[:2])],
-                               *map(self._weights_by_output, validation_data[2:]))
+                               *(checked_weights(self, w) for w in validation_data[2:]))
         else:
             validation_data = self._check(validation_data)[0]
         rows = batch_size or 32
@@ -250,7 +251,7 @@ class BertTask(keras.Model):
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         x, y = self._check(x, y)
-        sample_weight = self._weights_by_output(sample_weight)
+        sample_weight = checked_weights(self, sample_weight)
         raw = self._raw(x)
         if raw:
             x = self._text_dataset(x, y, sample_weight, batch_size or 32)

@@ -39,6 +39,16 @@ def checked_inputs(model, x, y=None):
     return x, y
 
 
+def checked_weights(model, sample_weight):
+    """`sample_weight` of `model`'s `fit` or `evaluate`, a tuple of several outputs' as a dict
+    (`by_output`), each array finite: a NaN weight makes the loss NaN, and the step writes NaN
+    into every weight."""
+    weights = by_output(model.output, sample_weight, "sample weight")
+    for key, value in weights.items() if isinstance(weights, dict) else [(None, weights)]:
+        check_numeric_labels(value, "sample_weight" + ("" if key is None else f"[{key!r}]"))
+    return weights
+
+
 def check_labels(y, label_classes):
     """Array labels: class ids below `label_classes`, or numbers where it is None."""
     if label_classes is not None:

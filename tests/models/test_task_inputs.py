@@ -249,6 +249,33 @@ def test_dataset_targets_must_be_finite_numbers(raw):
     assert all(np.isfinite(w).all() for w in model.get_weights())
 
 
+def test_sample_weights_must_be_finite_numbers():
+    """A NaN sample weight, like a NaN target, made the loss NaN and every weight NaN after one
+    step, without an error: in arrays, raw text and datasets alike."""
+    import tensorflow as tf
+
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    model = kbert.BertClassifier(kbert.BertBackbone(BertConfig(**SMALL)), num_classes=2,
+                                 preprocessor=kbert.BertPreprocessor(tokenizer, 8))
+    model.compile(optimizer="sgd")
+    texts, labels = ["w1 w2", "w3", "w4 w5 w6", "w7"], np.array([0, 1, 1, 0])
+    weights = np.array([1.0, np.nan, 1.0, 1.0], "float32")
+    for x in (texts, packed(rows=4)):
+        with pytest.raises(ValueError, match=r"sample_weight must be finite numbers; got nan "
+                                             r"at \(1,\)"):
+            model.fit(x, labels, sample_weight=list(weights), verbose=0)
+        with pytest.raises(ValueError, match="sample_weight must be finite"):
+            model.evaluate(x, labels, sample_weight=weights, verbose=0)
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="sample_weight must be finite numbers; got NaN or infinity"):
+            model.fit(_dataset(tf.constant(x) if x is texts else x, labels, weights), verbose=0)
+    with pytest.raises(ValueError, match="sample_weight must be finite"):
+        model.fit(texts, labels, validation_data=(texts, labels, weights), verbose=0)
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
 def test_a_raw_text_dataset_checks_its_class_ids():
     import tensorflow as tf
 
