@@ -28,6 +28,7 @@ import tensorflow as tf
 from kbert.atomic import atomic_directory
 from kbert.export.saved_model import vocabulary_asset
 from kbert.export.signatures import unique_variables
+from kbert.models.input_limits import check_preprocessor, model_limits
 
 # The Model Garden's encoder input names -> kbert's.
 HUB_INPUTS = {"input_word_ids": "token_ids", "input_type_ids": "segment_ids",
@@ -48,6 +49,7 @@ def export_hub_models(backbone, preprocessor, export_dir, overwrite=False):
     if backbone.causal:
         raise ValueError("TF Hub's BERT encoders are bidirectional; a causal backbone (the "
                          "left-to-right ablation) has no such export.")
+    check_preprocessor(model_limits(backbone), preprocessor)  # no rows it cannot embed
     target = pathlib.Path(os.path.abspath(os.fspath(export_dir)))
     scratch = pathlib.Path(tempfile.mkdtemp(prefix=".kbert-hub-"))
     try:

@@ -129,7 +129,9 @@ def test_the_tutorials_classifier_fine_tunes_the_encoder(consumed):
 
 def test_an_export_is_whole_or_refused(tmp_path):
     """A directory of other files is not replaced without overwrite; a causal backbone (the
-    left-to-right ablation) has no TF Hub form."""
+    left-to-right ablation) has no TF Hub form; a default seq_length beyond the encoder's
+    positions is refused (`kbert convert --to tf_hub --sequence-length 1000` wrote models that
+    failed on the first long text)."""
     import kbert
     from kbert.export.hub_models import export_hub_models
     from tests.tasks.helpers import VOCAB, preprocessor
@@ -145,3 +147,6 @@ def test_an_export_is_whole_or_refused(tmp_path):
         export_hub_models(kbert.BertBackbone(config, causal=True), preprocessor(),
                           tmp_path / "causal")
     assert not (tmp_path / "causal").exists()
+    with pytest.raises(ValueError, match="sequence_length=33 exceeds the model's 32 positions"):
+        export_hub_models(kbert.BertBackbone(config), preprocessor(33), tmp_path / "long")
+    assert not (tmp_path / "long").exists()
