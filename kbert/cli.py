@@ -143,7 +143,7 @@ def _predict(args) -> int:
 
 def _predict_file(args) -> int:
     """`kbert predict --input`: one JSON answer a line, to --output (written whole or not at
-    all) or standard output."""
+    all) or standard output (no --output, or -)."""
     import contextlib
     import json
     import os
@@ -151,7 +151,11 @@ def _predict_file(args) -> int:
 
     from kbert.training.batch_prediction import predict_requests
 
-    target = pathlib.Path(args.output) if args.output else None
+    target = pathlib.Path(args.output) if args.output not in (None, "-") else None
+    if target is not None and target.is_dir():
+        raise ValueError(f"--output {target} is a directory; give the answers' file path.")
+    if target is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)  # as `kbert vocab --output` does
     staging = target.with_name(f".{target.name}.tmp") if target else None
     try:
         with contextlib.ExitStack() as files:

@@ -151,7 +151,8 @@ def _predict_parser(commands):
              "with the keys text, text_pair, choices (a list), question, context as the task "
              "needs; answers come out one a line")
     predict.add_argument("--output", metavar="FILE",
-                         help="with --input: write the answers here (default: standard output)")
+                         help="with --input: write the answers here (default, or -: standard "
+                              "output)")
     predict.add_argument("--batch-size", type=positive_int,
                          help="with --input: lines run through the model at once (default 64)")
     return predict

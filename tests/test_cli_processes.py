@@ -216,14 +216,17 @@ def test_predict_a_file_of_inputs(sentiment_run, tmp_path):
     (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
     requests = "\n".join(json.dumps({"text": t}) for t in texts) + "\n\n"  # + a blank line
     (tmp_path / "in.jsonl").write_text(requests, encoding="utf-8")
-    answers = tmp_path / "answers.jsonl"
+    answers = tmp_path / "new" / "answers.jsonl"  # its folder is made, as kbert vocab's is
     (_, wrote), (loaded, _) = run_together(
         KBERT + ["predict", sentiment_run, "--input", tmp_path / "in.jsonl", "--output",
                  answers, "--batch-size", "2"],
         [sys.executable, "-c", LOAD_AND_PREDICT_MANY, sentiment_run, tmp_path / "texts.json"])
-    piped = subprocess.run([str(c) for c in KBERT + ["predict", sentiment_run, "--input", "-"]],
-                           input=requests, capture_output=True, text=True, timeout=600)
+    piped = subprocess.run([str(c) for c in KBERT + ["predict", sentiment_run, "--input", "-",
+                                                     "--output", "-"]],
+                           input=requests, capture_output=True, text=True, timeout=600,
+                           cwd=tmp_path)
     assert piped.returncode == 0, piped.stderr[-2000:]
+    assert not (tmp_path / "-").exists()  # - is standard output, not a file named -
     assert f"Wrote 5 answers to {answers}" in wrote
     from_file = [json.loads(line) for line in answers.read_text(encoding="utf-8").splitlines()]
     assert from_file == [json.loads(line) for line in piped.stdout.splitlines()]
