@@ -6,7 +6,7 @@ from `kbert.evaluation.entities` (equal to seqeval's default mode).
 """
 
 from kbert.models.xla import pad_multiple
-from kbert.tasks.spec import TaskSpec, sequence_predictions
+from kbert.tasks.spec import TaskSpec, refuse_unread, sequence_predictions
 
 
 BATCHING = ("length", "random")
@@ -152,6 +152,7 @@ class ConllTask(TaskSpec):
 
         from kbert.text.entity_decoding import decode_entities
 
+        refuse_unread(self.name, unused)
         if text is None:
             raise ValueError("A conll model needs text.")
         single = isinstance(text, str)

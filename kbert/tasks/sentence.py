@@ -4,7 +4,7 @@
 import numpy as np
 
 from kbert.models.xla import pad_multiple
-from kbert.tasks.spec import TaskSpec, head_in_task_order
+from kbert.tasks.spec import TaskSpec, head_in_task_order, refuse_unread
 
 
 def _model_inputs(examples, kind):
@@ -124,6 +124,9 @@ class SentenceTask(TaskSpec):
         """Labels (or scores) with probabilities for raw `text` (a string or a list)."""
         import keras
 
+        refuse_unread(self.name, {**unused, **({"text_pair": text_pair}
+                                               if self.kind == "multiple_choice"
+                                               else {"choices": choices})})
         if text is None:
             raise ValueError(f"A {self.name} model needs text.")
         single = isinstance(text, str)

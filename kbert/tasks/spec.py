@@ -77,6 +77,15 @@ def subset(examples, limit, seed):
     return random.Random(seed).sample(list(examples), limit)
 
 
+def refuse_unread(task_name, inputs):
+    """Raises ValueError naming the inputs (given, not None) that a task's model does not
+    read: `kbert predict` dropped a sentiment model's --choice and a SQuAD model's --text
+    silently, answering as if they had not been given."""
+    given = sorted(key for key, value in inputs.items() if value is not None)
+    if given:
+        raise ValueError(f"A {task_name} model does not read {', '.join(given)}.")
+
+
 class TaskSpec:
     """The interface the driver runs. Subclasses set `name`, `kind`, `sequence_length` (the
     default packed length) and `metric` (the dev metric that picks among runs)."""

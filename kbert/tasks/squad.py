@@ -9,7 +9,7 @@ export); EM / F1 are the official script's (`kbert.evaluation.squad`).
 import numpy as np
 
 from kbert.models.backbone import INPUT_KEYS
-from kbert.tasks.spec import EVAL_SEED, TaskSpec, sequence_predictions
+from kbert.tasks.spec import EVAL_SEED, TaskSpec, refuse_unread, sequence_predictions
 
 WINDOW_CHUNK = 2048  # questions windowed per graph call
 
@@ -174,6 +174,7 @@ class SquadTask(TaskSpec):
     def predict(self, model, question=None, context=None, null_threshold=None, **unused):
         """The answer text, its character span in the context, and its score (v2.0: "" and
         -1 when the null score beats it by more than the threshold)."""
+        refuse_unread(self.name, unused)
         if question is None or context is None:
             raise ValueError(f"A {self.name} model needs question and context.")
         single = isinstance(question, str)

@@ -57,3 +57,22 @@ def test_the_spec_a_run_records_answers_like_the_one_that_trained_it(backbone):
     pair = SentenceTask(Task("p", "classification", 2, {"train": [(("a", "b"), 0)]}))
     assert SentenceTask.from_run({"task": "p", "kind": "classification",
                                   **pair.info()}).task.is_pair
+
+
+def test_inputs_a_model_does_not_read_are_refused_by_name(backbone):
+    """`kbert predict --choice x` on a sentiment model answered about the text alone, as if
+    the choices had not been given; so did a SQuAD model given text, a tagger given a pair."""
+    from kbert.tasks.conll import ConllTask
+    from kbert.tasks.squad import SquadTask
+
+    model = BertClassifier(backbone, num_classes=2, preprocessor=preprocessor())
+    single = _spec("classification", 2, "a")
+    with pytest.raises(ValueError, match="A t model does not read choices"):
+        single.predict(model, text="good film", choices=["a", "b"])
+    choice = _spec("multiple_choice", 3, ("why ?", ("a", "b", "c")))
+    with pytest.raises(ValueError, match="does not read text_pair"):
+        choice.predict(model, text="why ?", text_pair="b", choices=["a", "b", "c"])
+    with pytest.raises(ValueError, match="A squad model does not read choices, text"):
+        SquadTask().predict(None, question="q", context="c", text="t", choices=["x"])
+    with pytest.raises(ValueError, match="A conll model does not read text_pair"):
+        ConllTask().predict(None, text="a", text_pair="b", question=None)
