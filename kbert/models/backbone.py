@@ -1,5 +1,7 @@
 """`BertBackbone`: the BERT encoder as a functional Keras model, dict in and dict out."""
 
+import numbers
+
 import keras
 
 from kbert.config import BertConfig
@@ -21,6 +23,14 @@ def check_model_kwargs(cls, kwargs):
                 if any("dropout" in name for name in unknown) else "")
         raise TypeError(f"{cls.__name__} got unexpected keyword argument(s) "
                         f"{', '.join(unknown)}.{hint}")
+
+
+def whole_number(name, value, least, what=None):
+    """`value` as an int when it is an integer of at least `least` (numpy's integers too), else
+    ValueError naming `name` (`what`: what it must be, in words)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise ValueError(f"{name} must be {what or f'an integer >= {least}'}, got {value!r}.")
+    return int(value)
 
 
 def spread_trainable(model):

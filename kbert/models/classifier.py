@@ -3,7 +3,7 @@
 import keras
 
 from kbert.layers.dropout import Dropout
-from kbert.models.backbone import BertBackbone
+from kbert.models.backbone import BertBackbone, whole_number
 from kbert.models.task import BertTask, classification_defaults
 
 
@@ -27,9 +27,8 @@ class BertClassifier(BertTask):
     """
 
     def __init__(self, backbone: BertBackbone, num_classes=2, dropout=0.1, **kwargs):
-        if not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"num_classes must be a positive integer (1 = regression), "
-                             f"got {num_classes!r}.")
+        num_classes = whole_number("num_classes", num_classes, 1,
+                                   "a positive integer (1 = regression)")
         # === Layers ===
         dropout_layer = Dropout(dropout, dtype=backbone.dtype_policy,
                                              name="classifier_dropout")

@@ -9,7 +9,7 @@ classifier on top of it for sentence (or pair) classification.
 import keras
 
 from kbert.layers.dropout import Dropout
-from kbert.models.backbone import BertBackbone
+from kbert.models.backbone import BertBackbone, whole_number
 from kbert.models.task import BertTask, classification_defaults
 
 COMBINES = ("concat", "mean", "sum")
@@ -114,11 +114,13 @@ class BertFeatureClassifier(BertTask):
     feed a BiLSTM over the masked sequence → dropout → dense logits [batch, num_classes]. Only
     the BiLSTM and the dense layer train.
 
-    >>> model = BertFeatureClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=2)
+    >>> model = BertFeatureClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=2,
+    ...                               layers=(-2, -1))  # tiny has 2 blocks: 3 hidden states
     """
 
     def __init__(self, backbone: BertBackbone, num_classes=2, layers=(-4, -3, -2, -1),
                  lstm_units=64, dropout=0.1, **kwargs):
+        num_classes = whole_number("num_classes", num_classes, 2)
         # === Layers ===
         extractor = BertFeatureExtractor(backbone, layers=layers, name="feature_extractor")
         to_mask = PaddingToMask(name="to_mask")

@@ -3,7 +3,7 @@
 import keras
 
 from kbert.layers.dropout import Dropout
-from kbert.models.backbone import BertBackbone
+from kbert.models.backbone import BertBackbone, whole_number
 from kbert.models.task import BertTask, classification_defaults
 
 _KEYS = ("token_ids", "segment_ids", "padding_mask")
@@ -53,8 +53,7 @@ class BertMultipleChoice(BertTask):
     """
 
     def __init__(self, backbone: BertBackbone, num_choices=4, dropout=0.1, **kwargs):
-        if not isinstance(num_choices, int) or num_choices < 2:
-            raise ValueError(f"num_choices must be an integer >= 2, got {num_choices!r}.")
+        num_choices = whole_number("num_choices", num_choices, 2)
         # === Layers ===
         fold = FoldChoices(name="fold_choices")
         dropout_layer = Dropout(dropout, dtype=backbone.dtype_policy,

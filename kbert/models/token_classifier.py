@@ -4,7 +4,7 @@ import keras
 import numpy as np
 
 from kbert.layers.dropout import Dropout
-from kbert.models.backbone import BertBackbone
+from kbert.models.backbone import BertBackbone, whole_number
 from kbert.models.input_limits import check_class_labels
 from kbert.models.task import BertTask
 from kbert.models.task_inputs import is_number
@@ -41,8 +41,7 @@ class BertTokenClassifier(BertTask):
             elif num_classes != len(label_names):
                 raise ValueError(f"num_classes={num_classes} but {len(label_names)} "
                                  "label_names.")
-        if not isinstance(num_classes, int) or num_classes < 2:
-            raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}.")
+        num_classes = whole_number("num_classes", num_classes, 2)
         # === Layers ===
         initializer = keras.initializers.TruncatedNormal(stddev=backbone.config.initializer_range)
         extractor = lstm = to_mask = None

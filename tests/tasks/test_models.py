@@ -228,3 +228,18 @@ def test_fit_leaves_a_datasets_order_to_the_dataset(one_block, monkeypatch):
     model.fit(x, y, verbose=0)
     model.fit(dataset, verbose=0)
     assert seen == [True, False]
+
+
+def test_counts_take_numpy_integers_and_refuse_what_is_no_count(config):
+    """`num_classes=np.int64(3)` (a count read from a dataset) was refused as no integer; a
+    feature classifier of one class (a loss of 0 whatever it learns) was built."""
+    backbone = BertBackbone(config)
+    model = BertClassifier(backbone, num_classes=np.int64(3))
+    assert type(model.num_classes) is int and model.get_config()["num_classes"] == 3
+    assert BertMultipleChoice(backbone, num_choices=np.int32(4)).num_choices == 4
+    with pytest.raises(ValueError, match="num_classes must be an integer >= 2, got 1"):
+        BertFeatureClassifier(backbone, num_classes=1, layers=(-1,))
+    with pytest.raises(ValueError, match=r"positive integer \(1 = regression\), got True"):
+        BertClassifier(backbone, num_classes=True)
+    with pytest.raises(ValueError, match="num_choices must be an integer >= 2, got 2.0"):
+        BertMultipleChoice(backbone, num_choices=2.0)
