@@ -175,6 +175,8 @@ class BertTask(keras.Model):
         where XLA runs them)."""
         if holds_nothing(x):  # else an error about float64 ([] has no type) or Keras' own
             raise ValueError("The input holds no examples (no text to pack).")
+        # Checked when built too; a `sequence_length` set since could outrun the positions.
+        check_preprocessor(model_limits(self.backbone), self.preprocessor)
         packed = self.preprocessor.dataset(x, *args, pad_to_multiple_of=xla.pad_multiple(self),
                                            **kwargs)
         # A dataset's labels are seen batch by batch, as a packed dataset's are; arrays' were
@@ -200,6 +202,9 @@ class BertTask(keras.Model):
         packed_here = []  # the datasets made of raw text here
         if self._raw(x):
             if validation_split and validation_data is None:
+                if hasattr(x, "element_spec"):
+                    raise ValueError("validation_split holds out the last examples of lists or "
+                                     "arrays; a Dataset cannot be cut: give validation_data.")
                 (x, x_val), (y, y_val), (sample_weight, w_val) = (
                     split_off(v, validation_split) for v in (x, y, sample_weight))
                 validation_data = (x_val, y_val, w_val)
@@ -211,9 +216,11 @@ class BertTask(keras.Model):
         if validation_data is not None and self._raw(validation_data[0]
                                                      if isinstance(validation_data, tuple)
                                                      else validation_data):
-            validation_data = self._text_dataset(
-                *(validation_data if isinstance(validation_data, tuple) else (validation_data,)),
-                batch_size=rows)
+            parts = validation_data if isinstance(validation_data, tuple) else (validation_data,)
+            if len(parts) < 2 and not hasattr(parts[0], "element_spec"):
+                raise ValueError("validation_data is (x, y) or (x, y, sample_weight): a score "
+                                 "needs labels.")
+            validation_data = self._text_dataset(*parts, batch_size=rows)
             packed_here.append(validation_data)
         epochs = kwargs.get("epochs", 1) - kwargs.get("initial_epoch", 0)
         per_epoch = kwargs.get("steps_per_epoch") or xla.count_batches(x, batch_size)

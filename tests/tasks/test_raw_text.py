@@ -192,6 +192,27 @@ def test_no_text_is_a_clear_error(backbone, empty):
             call()
 
 
+def test_what_fit_cannot_do_with_raw_text_is_named(backbone):
+    """A raw-text Dataset and validation_split ('_BatchDataset' object is not subscriptable),
+    validation texts without labels ("None values not supported"), and a preprocessor whose
+    sequence_length was set beyond the positions after the model was built (under XLA it read
+    clamped positions and answered)."""
+    import tensorflow as tf
+
+    model = BertClassifier(backbone, num_classes=2, preprocessor=preprocessor(12))
+    model.compile(optimizer="adam")
+    dataset = tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).batch(2)
+    with pytest.raises(ValueError, match="a Dataset cannot be cut: give validation_data"):
+        model.fit(dataset, validation_split=0.5, verbose=0)
+    for validation in ((TEXTS,), TEXTS):
+        with pytest.raises(ValueError, match=r"validation_data is \(x, y\) or .*needs labels"):
+            model.fit(TEXTS, LABELS, validation_data=validation, verbose=0)
+    model.fit(TEXTS, LABELS, validation_data=dataset, verbose=0)  # a dataset holds its labels
+    model.preprocessor.sequence_length = backbone.config.max_position_embeddings + 1
+    with pytest.raises(ValueError, match="sequence_length=65 exceeds the model's 64 positions"):
+        model.predict(TEXTS, verbose=0)
+
+
 def test_a_span_model_takes_raw_text_without_keras_warnings(backbone):
     """Raw questions become a dataset of windows whose number Keras cannot know beforehand, and
     Keras warned "Your input ran out of data" at its end in every fit, evaluate and predict.
