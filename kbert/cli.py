@@ -159,8 +159,8 @@ def _predict_file(args) -> int:
     staging = target.with_name(f".{target.name}.tmp") if target else None
     try:
         with contextlib.ExitStack() as files:
-            source = sys.stdin if args.input == "-" else files.enter_context(
-                open(args.input, encoding="utf-8"))
+            source = sys.stdin.buffer if args.input == "-" else files.enter_context(
+                open(args.input, "rb"))  # lines decoded one by one (`read_requests`)
             out = files.enter_context(open(staging, "w", encoding="utf-8")) if target \
                 else sys.stdout
             count = 0

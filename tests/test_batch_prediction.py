@@ -30,3 +30,13 @@ def test_lines_become_numbered_requests():
 def test_malformed_lines_are_refused_by_number(line, words):
     with pytest.raises(ValueError, match=re.escape(words)):
         list(read_requests([line]))
+
+
+def test_a_files_bytes_are_read_as_utf8_a_line_at_a_time():
+    """`kbert predict --input` reads the file's bytes: a line that is not UTF-8 is named (the
+    error was the codec's, with no line), and a byte order mark is no part of the first line
+    (it made the line no JSON)."""
+    lines = ["\ufeff{\"text\": \"caf\u00e9\"}\n".encode("utf-8"), b'{"text": "b"}\n']
+    assert list(read_requests(lines)) == [(1, {"text": "café"}), (2, {"text": "b"})]
+    with pytest.raises(ValueError, match=re.escape("line 2: not UTF-8 text (byte 14 of the")):
+        list(read_requests([b'{"text": "a"}\n', b'{"text": "caf\xe9"}\n']))

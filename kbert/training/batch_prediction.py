@@ -21,9 +21,18 @@ def _keys(names):
 
 
 def read_requests(lines):
-    """(line number, request) for each non-blank line of `lines`, checked: a JSON object whose
-    keys are among `REQUEST_KEYS`, each a string (`choices`: a non-empty list of strings)."""
+    """(line number, request) for each non-blank line of `lines` (str, or bytes of UTF-8 text,
+    a byte order mark allowed), checked: a JSON object whose keys are among `REQUEST_KEYS`,
+    each a string (`choices`: a non-empty list of strings)."""
     for number, line in enumerate(lines, 1):
+        if isinstance(line, bytes):  # decoded here, a line at a time, to name the bad one
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"line {number}: not UTF-8 text (byte {error.start + 1} of "
+                                 f"the line).") from None
+        if number == 1:
+            line = line.removeprefix("\ufeff")
         if not line.strip():
             continue
         try:
