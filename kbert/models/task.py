@@ -58,6 +58,10 @@ class BertTask(keras.Model):
         check_model_kwargs(type(self), kwargs)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         spread_trainable(self)
+        # Keras' functional constructor keeps no dtype: the task takes its backbone's policy
+        # (its heads compute in it), so that `compile` wraps a float16 model's optimizer in
+        # loss scaling, as Keras does for any mixed_float16 model.
+        self.dtype_policy = _backbone_in(self).dtype_policy
         if preprocessor is not None:
             check_preprocessor(model_limits(_backbone_in(self)), preprocessor)
         self.preprocessor = preprocessor

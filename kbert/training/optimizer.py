@@ -173,10 +173,11 @@ OPTIMIZERS = ("adamw", "lamb")
 
 def make_optimizer(learning_rate, total_steps, warmup_fraction=0.1, weight_decay=0.01,
                    clipnorm=1.0, beta_1=0.9, beta_2=0.999, epsilon=1e-6, model=None,
-                   loss_scale=False, *, optimizer="adamw", warmup_steps=None, decay_power=1.0,
+                   loss_scale=None, *, optimizer="adamw", warmup_steps=None, decay_power=1.0,
                    gradient_accumulation_steps=1):
     """BERT's optimizer for `total_steps` updates peaking at `learning_rate` (see module
-    docstring), wrapped in kbert's `LossScaleOptimizer` with `loss_scale` (float16 training).
+    docstring), wrapped in kbert's `LossScaleOptimizer` with `loss_scale` (float16 training;
+    None: where `model` computes in mixed_float16).
     Fine-tuning and pre-training both build theirs here.
 
     Weight decay skips LayerNorm and bias variables: when `model` is given, exactly the
@@ -209,4 +210,6 @@ def make_optimizer(learning_rate, total_steps, warmup_fraction=0.1, weight_decay
         built.exclude_from_weight_decay(var_list=no_decay_variables(model))
     else:
         built.exclude_from_weight_decay(var_names=list(NO_DECAY_NAMES))
+    if loss_scale is None:
+        loss_scale = getattr(getattr(model, "dtype_policy", None), "name", "") == "mixed_float16"
     return LossScaleOptimizer(built) if loss_scale else built

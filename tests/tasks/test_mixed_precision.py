@@ -31,6 +31,24 @@ def test_loss_scaling_wraps_the_adamw():
     assert optimizer.inner_optimizer.weight_decay == 0.01
 
 
+def test_a_float16_backbone_gets_loss_scaling_wherever_the_model_is_built(tiny_config):
+    """The task takes its backbone's policy: `compile` wraps a plain optimizer in Keras' loss
+    scaling, as it does for any mixed_float16 model, and `make_optimizer(model=...)` in kbert's.
+    Built by `from_pretrained(..., dtype="mixed_float16")` or by hand, the task kept float32,
+    and its float16 gradients went unscaled."""
+    from kbert import BertBackbone, BertClassifier
+
+    model = BertClassifier(BertBackbone(tiny_config, dtype="mixed_float16"), num_classes=2)
+    assert model.dtype_policy.name == "mixed_float16"
+    model.compile(optimizer="adam")
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    model.compile(optimizer=make_optimizer(1e-4, total_steps=10, model=model))
+    assert isinstance(model.optimizer, LossScaleOptimizer)  # kbert's: skipped steps count
+    plain = BertClassifier(BertBackbone(tiny_config, dtype="mixed_bfloat16"), num_classes=2)
+    assert not isinstance(make_optimizer(1e-4, total_steps=10, model=plain),
+                          keras.optimizers.LossScaleOptimizer)  # bfloat16 needs none
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("precision, policy", [("bf16", "mixed_bfloat16"),
                                                ("fp16", "mixed_float16")])
