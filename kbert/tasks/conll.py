@@ -152,9 +152,9 @@ class ConllTask(TaskSpec):
 
         from kbert.text.entity_decoding import decode_entities
 
-        refuse_unread(self.name, unused)
         if text is None:
             raise ValueError("A conll model needs text.")
+        refuse_unread(self.name, unused)
         single = isinstance(text, str)
         if not single and not len(text):
             return []

@@ -174,9 +174,9 @@ class SquadTask(TaskSpec):
     def predict(self, model, question=None, context=None, null_threshold=None, **unused):
         """The answer text, its character span in the context, and its score (v2.0: "" and
         -1 when the null score beats it by more than the threshold)."""
-        refuse_unread(self.name, unused)
         if question is None or context is None:
             raise ValueError(f"A {self.name} model needs question and context.")
+        refuse_unread(self.name, unused)
         single = isinstance(question, str)
         questions, contexts = ([question], [context]) if single else (question, context)
         if len(questions) != len(contexts):
