@@ -47,15 +47,6 @@ def test_convert_errors_say_what_is_wrong(tmp_path, capsys):
     assert "cannot compute this model exactly" in capsys.readouterr().err
 
 
-def test_predict_answers_go_to_a_file(tmp_path, capsys):
-    """Not a directory (the error named kbert's hidden staging file), checked before the model
-    loads."""
-    (tmp_path / "in.jsonl").write_text('{"text": "hi"}\n', encoding="utf-8")
-    assert cli.main(["predict", "minilm_l6_h384_uncased", "--input", str(tmp_path / "in.jsonl"),
-                     "--output", str(tmp_path)]) == 2
-    assert f"--output {tmp_path} is a directory" in capsys.readouterr().err
-
-
 def test_vocab_trains_bert_layout(tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("The cat sat on the mat.\n\nDogs and cats are friends.\nThe mat was red.\n")

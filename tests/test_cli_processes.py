@@ -237,6 +237,18 @@ def test_predict_a_file_of_inputs(sentiment_run, tmp_path):
     assert [a["label_id"] for a in from_file] == probabilities.argmax(-1).tolist()
 
 
+def test_predict_answers_go_to_a_file(tmp_path):
+    """Not a directory (the error named kbert's hidden staging file), checked before the model
+    loads, in the one error line of a new `kbert predict` process."""
+    (tmp_path / "in.jsonl").write_text('{"text": "hi"}\n', encoding="utf-8")
+    done = subprocess.run([str(c) for c in KBERT + ["predict", "minilm_l6_h384_uncased",
+                                                    "--input", tmp_path / "in.jsonl",
+                                                    "--output", tmp_path]],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"--output {tmp_path} is a directory" in done.stderr
+
+
 @pytest.mark.slow
 def test_a_run_answers_away_from_its_data(tmp_path, capsys):
     """A run trained on a GLUE directory given relative to the working directory: `evaluate`

@@ -61,9 +61,10 @@ class BertTask(keras.Model):
         # Keras' functional constructor keeps no dtype: the task takes its backbone's policy
         # (its heads compute in it), so that `compile` wraps a float16 model's optimizer in
         # loss scaling, as Keras does for any mixed_float16 model.
-        self.dtype_policy = _backbone_in(self).dtype_policy
+        backbone = _backbone_in(self)
+        self.dtype_policy = backbone.dtype_policy
         if preprocessor is not None:
-            check_preprocessor(model_limits(_backbone_in(self)), preprocessor)
+            check_preprocessor(model_limits(backbone), preprocessor)
         self.preprocessor = preprocessor
 
     def task_config(self) -> dict:
