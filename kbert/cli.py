@@ -62,6 +62,7 @@ def _finetune(args) -> int:
     metrics = finetune(
         task=args.task, data_dir=args.data_dir, task_options=options,
         init=args.init or args.preset or "minilm_l6_h384_uncased", output_dir=args.output,
+        overwrite=args.overwrite,
         epochs=args.epochs, steps=args.steps, batch_size=args.batch_size,
         sequence_length=args.sequence_length, learning_rate=args.learning_rate,
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
@@ -97,6 +98,7 @@ def _evaluate(args) -> int:
     """Scores a fine-tuned run or checkpoint on a task split; writes OUTPUT/metrics.json and,
     for SQuAD and CoNLL, OUTPUT/predictions.json."""
     import json
+    import os
     import pathlib
 
     from kbert.training.finetune import evaluate_run
@@ -105,16 +107,31 @@ def _evaluate(args) -> int:
         args.model, task=args.task, split=args.split, data_dir=args.data_dir,
         max_eval_examples=args.max_eval_examples, allow_pickle=args.allow_pickle,
         return_predictions=True, null_threshold=args.null_threshold)
-    split = metrics["split"]
-    output = pathlib.Path(args.output or pathlib.Path(args.model) / f"eval_{split}")
+    output = pathlib.Path(args.output) if args.output else _evaluation_dir(args.model, metrics)
+    if os.path.lexists(output) and not output.is_dir():
+        raise FileExistsError(f"--output {output} is a file; give a directory for "
+                              "metrics.json.")
     output.mkdir(parents=True, exist_ok=True)
     written = ["metrics.json"] + (["predictions.json"] if predictions is not None else [])
     for name, value in zip(written, (metrics, predictions)):
         (output / name).write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n",
                                    encoding="utf-8")
-    print(f"{metrics['task']} {split} ({metrics['examples']} examples): " + _format(metrics))
+    print(f"{metrics['task']} {metrics['split']} ({metrics['examples']} examples): "
+          + _format(metrics))
     print(f"Wrote {', '.join(f'{output}/{name}' for name in written)}")
     return 0
+
+
+def _evaluation_dir(model, metrics):
+    """Where evaluate writes by default: inside a run (`RunDirectory.eval_dir`), else inside
+    the checkpoint directory, as `eval_<split>`."""
+    import pathlib
+
+    from kbert.runs import RunDirectory
+
+    if RunDirectory.is_run(model):
+        return RunDirectory(model).eval_dir(metrics["split"], metrics["task"])
+    return pathlib.Path(model) / f"eval_{metrics['split']}"
 
 
 def _predict(args) -> int:

@@ -208,7 +208,8 @@ def _quickstart_parser(commands):
     quick.add_argument("--steps", type=positive_int, default=400,
                        help="training steps (default 400)")
     quick.add_argument("--max-eval-examples", type=positive_int, help="score a fixed subset only")
-    quick.add_argument("--output", default="runs/quickstart")
+    quick.add_argument("--output", default="runs/quickstart",
+                       help="its run directory, replaced by each quickstart")
     quick.add_argument("--export-dir", default="saved_models/sentiment")
     return quick
 

@@ -108,6 +108,9 @@ def finetune_parser(commands):
     _finetune_extras(finetune)
     allow_pickle_option(finetune, "an --init directory's pytorch_model.bin")
     finetune.add_argument("--output", default="runs/finetune")
+    finetune.add_argument("--overwrite", action="store_true",
+                          help="replace a finished run in --output (its evaluations and logs "
+                               "too) by training afresh; without it such a directory is refused")
     return finetune
 
 

@@ -28,7 +28,8 @@ def quickstart(output_dir="runs/quickstart", export_dir="saved_models/sentiment"
     start = time.time()
     metrics = finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir=output_dir,
                        steps=steps, batch_size=batch_size, learning_rate=learning_rate,
-                       max_eval_examples=max_eval_examples, verbose=verbose)
+                       max_eval_examples=max_eval_examples, verbose=verbose,
+                       overwrite=True)  # each quickstart replaces the last one's run
     export_path = export_from_cli(output_dir, export_dir, label_names=list(LABELS))
     serving = tf.saved_model.load(str(export_path)).signatures["serving_default"]
     result = serving(text=tf.constant(SENTENCES))

@@ -8,6 +8,8 @@
       metrics.json     the held-out metrics and timings of the run
       predictions.json what the run predicted on its held-out split, where the task has one
       logs/            TensorBoard
+      eval_<split>/    what `kbert evaluate` scored the run on, when asked (metrics.json and
+                       predictions.json); `eval_<task>_<split>/` for another task than the run's
 
 A run directory is complete only once `run.json` is written, last, so a crash mid-save leaves
 a directory that no reader takes for a finished run.
@@ -16,11 +18,14 @@ a directory that no reader takes for a finished run.
 import json
 import os
 import pathlib
+import re
+import shutil
 
 MODEL_FILE = "model.keras"
 INFO_FILE = "run.json"
 METRICS_FILE = "metrics.json"
 PREDICTIONS_FILE = "predictions.json"
+LOGS = "logs"
 
 
 class RunError(ValueError):
@@ -91,7 +96,27 @@ class RunDirectory:
                            "`kbert finetune` output directory.")
         return run
 
+    def eval_dir(self, split, task=None) -> pathlib.Path:
+        """Where `kbert evaluate` writes a split's scores: `eval_<split>` for the run's own
+        task, `eval_<task>_<split>` for another one, which must not replace them."""
+        if task is None or task == self.info["task"]:
+            return self.path / f"eval_{split}"
+        name = re.sub(r"[^\w.-]+", "-", task)  # glue:SST-2 → glue-SST-2
+        return self.path / f"eval_{name}_{split}"
+
     # --- writing ----------------------------------------------------------------------------
+
+    def clear(self):
+        """Removes what a run wrote here (run.json first: no reader takes what is left for a
+        finished run), so that a run trained afresh leaves nothing of the old one: its model,
+        metrics, predictions, TensorBoard logs and `kbert evaluate` scores. Other files stay."""
+        for name in (INFO_FILE, MODEL_FILE, METRICS_FILE, PREDICTIONS_FILE):
+            (self.path / name).unlink(missing_ok=True)
+        shutil.rmtree(self.path / LOGS, ignore_errors=True)
+        for scores in self.path.glob("eval_*"):
+            if scores.is_dir() and not scores.is_symlink() and {
+                    p.name for p in scores.iterdir()} <= {METRICS_FILE, PREDICTIONS_FILE}:
+                shutil.rmtree(scores)
 
     def save(self, model, info, metrics, predictions=None):
         """Writes the model, metrics, predictions and, last, the task info."""

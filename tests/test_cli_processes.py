@@ -122,6 +122,35 @@ def test_evaluate_predict_load_model_and_export_agree_in_new_processes(sentiment
     np.testing.assert_allclose(served[1], predicted["probabilities"], atol=1e-5)
 
 
+@pytest.mark.slow
+def test_finetune_keeps_a_finished_run_and_evaluate_its_scores(sentiment_run, tmp_path):
+    """Re-running finetune into a finished run is refused before any work (`--overwrite`
+    replaces it: tests/test_kills.py); evaluating the run on another task writes beside its
+    own scores, not over them; an --output that is a file is named, for both commands."""
+    glue = tmp_path / "SST-2"  # a GLUE directory as the benchmark's files lay it out
+    glue.mkdir()
+    for name in ("train.tsv", "dev.tsv"):
+        (glue / name).write_text("sentence\tlabel\nwarm and funny\t1\na dull mess\t0\n",
+                                 encoding="utf-8")
+    (tmp_path / "file").write_text("")
+    before = (sentiment_run / "model.keras").stat().st_mtime_ns
+    done = [subprocess.run([str(c) for c in KBERT + command], capture_output=True, text=True,
+                           timeout=900) for command in (
+        ["finetune", "--preset", "tiny", "--steps", "1", "--output", sentiment_run],
+        ["finetune", "--preset", "tiny", "--steps", "1", "--output", tmp_path / "file"],
+        ["evaluate", sentiment_run, "--output", tmp_path / "file"],
+        ["evaluate", sentiment_run, "--task", "glue:SST-2", "--data-dir", glue, "--split",
+         "dev"])]
+    assert [d.returncode for d in done] == [2, 2, 2, 0], [d.stderr[-2000:] for d in done]
+    assert f"{sentiment_run} holds a finished 'sentiment' run; pass --overwrite to train " \
+        "afresh" in done[0].stderr
+    assert (sentiment_run / "model.keras").stat().st_mtime_ns == before
+    assert f"{tmp_path / 'file'} is a file" in done[1].stderr
+    assert f"--output {tmp_path / 'file'} is a file" in done[2].stderr
+    other = json.loads((sentiment_run / "eval_glue-SST-2_dev" / "metrics.json").read_text())
+    assert other["task"] == "glue:SST-2" and other["examples"] == 2
+
+
 HUB_ENCODE = ("import json, sys, tensorflow as tf, tensorflow_text; "
               "pre = tf.saved_model.load(sys.argv[1] + '/preprocessor'); "
               "enc = tf.saved_model.load(sys.argv[1] + '/encoder'); "

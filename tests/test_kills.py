@@ -1,6 +1,7 @@
 """`kill -9` of the CLI at random (seeded) moments: a small slice of `benchmarks/kills.py`
 (which runs 20 kills per command and writes benchmarks/results/kills.json)."""
 
+import json
 import random
 
 import pytest
@@ -51,7 +52,23 @@ def test_finetune_resumes_only_an_unfinished_run(tmp_path, monkeypatch):
     assert resumed["accuracy"] == first["accuracy"]  # the same weights, evaluated again
 
     monkeypatch.undo()
-    again = finetune(**settings)  # a finished run: trained afresh, checkpoints removed
+    run = tmp_path / "run"
+    logs = sorted(p.relative_to(run) for p in (run / "logs").rglob("*") if p.is_file())
+    with pytest.raises(FileExistsError, match="holds a finished 'sentiment' run; pass "
+                                              "overwrite=True"):
+        finetune(**settings)  # a finished run is never replaced by accident
+    assert resumed == json.loads((run / "metrics.json").read_text())  # untouched
+
+    (run / "eval_dev").mkdir()  # what `kbert evaluate` wrote, and files of the user's
+    (run / "eval_dev" / "metrics.json").write_text("{}")
+    (run / "eval_test" / "mine").mkdir(parents=True)
+    (run / "notes.txt").write_text("mine")
+    (run / "predictions.json").write_text("{}")  # an earlier task's (sentiment has none)
+    again = finetune(**settings, overwrite=True)  # trained afresh, the old run removed first
     assert again["resumed_from_step"] is None and again["optimizer_steps"] == 4
     assert not checkpoints.exists()
+    assert sorted(p.name for p in run.iterdir()) == [
+        "eval_test", "logs", "metrics.json", "model.keras", "notes.txt", "run.json"]
+    # TensorBoard shows only the new run: none of the old run's event files are left
+    assert logs and not set(logs) & {p.relative_to(run) for p in (run / "logs").rglob("*")}
 

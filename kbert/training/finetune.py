@@ -104,6 +104,7 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     config = config or FinetuneConfig(**settings)
     if data_dir is not None:  # run.json keeps it: `kbert evaluate` may run from elsewhere
         data_dir = os.path.abspath(data_dir)
+    resumable.check_output(pathlib.Path(config.output_dir), config.overwrite)
     spec = _checked_spec(get_spec(task, data_dir, **(task_options or {})), config)
     output_dir = pathlib.Path(config.output_dir)
     policy = dtype_policy(config.mixed_precision)
@@ -129,7 +130,7 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
                   jit_compile=config.xla)
     output_dir.mkdir(parents=True, exist_ok=True)
     record = resumable.run_record(config, spec, sequence_length, plan)
-    state = resumable.resume(output_dir, model, record, plan)
+    state = resumable.resume(output_dir, model, record, plan, config.overwrite)
     if state is None:
         best_epoch.clear(output_dir)  # a fresh start: scores of an earlier attempt are stale
     # A resumed attempt draws a fresh data order from its start step (as pre-training does).

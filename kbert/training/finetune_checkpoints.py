@@ -5,12 +5,15 @@ ends with the step count of an uninterrupted run.
 Training runs as Keras epochs of `plan.steps_per_epoch` steps (real epochs with `epochs`;
 chunks of `CHECKPOINT_EVERY` steps with `steps`), a checkpoint in OUTPUT/checkpoints/ at the
 end of each (`kbert.training.checkpoints`: the previous one kept, damaged ones skipped). The
-checkpoints go once the run directory is saved; a finished run directory is never resumed:
-rerunning into it trains afresh and replaces it, as before checkpoints existed.
+checkpoints go once the run directory is saved. A finished run directory is never resumed or
+replaced by accident: `finetune` refuses it unless `overwrite=True` (`kbert finetune
+--overwrite`, as Hugging Face's `--overwrite_output_dir`), which trains afresh and first removes
+everything of the old run (`RunDirectory.clear`), checkpoints included.
 """
 
 import dataclasses
 import math
+import os
 import shutil
 
 from kbert.runs import RunDirectory
@@ -50,19 +53,44 @@ def run_record(config, spec, sequence_length, plan):
             "max_train_examples": config.max_train_examples}
 
 
-def resume(output_dir, model, record, plan):
+def check_output(output_dir, overwrite):
+    """Before any work: `output_dir` must be a directory (or not yet exist), and one that holds
+    a finished run is replaced only with `overwrite`."""
+    if os.path.lexists(output_dir) and not output_dir.is_dir():
+        raise FileExistsError(f"{output_dir} is a file, not a directory for the run.")
+    if RunDirectory.is_run(output_dir) and not overwrite:
+        raise FileExistsError(
+            f"{output_dir} holds a finished {_task_of(output_dir)} run; pass overwrite=True "
+            "to train afresh and replace it (its evaluations and logs too), or choose another "
+            "output directory.")
+
+
+def _task_of(output_dir):
+    try:
+        return repr(RunDirectory(output_dir).info["task"])
+    except ValueError:  # a damaged run.json still marks a finished run
+        return "kbert"
+
+
+def resume(output_dir, model, record, plan, overwrite=False):
     """The state of the newest usable checkpoint, restored into `model` (weights and
-    optimizer); None for a fresh start (no checkpoint, or a finished run directory, whose
-    stale checkpoints are removed)."""
-    from kbert.training.checkpoints import check_run_state, restore_checkpoint
+    optimizer); None for a fresh start: no checkpoint, or `overwrite`, which first removes
+    the directory's previous run and checkpoints."""
+    from kbert.training.checkpoints import CheckpointError, check_run_state, restore_checkpoint
 
     checkpoints = output_dir / CHECKPOINTS
-    if RunDirectory.is_run(output_dir):
+    if overwrite:
+        RunDirectory(output_dir).clear()
         shutil.rmtree(checkpoints, ignore_errors=True)
         return None
 
     def validate(state, file):
-        check_run_state(state, file, record, RESUME_KEYS, plan.epochs, plan.total_steps)
+        try:
+            check_run_state(state, file, record, RESUME_KEYS, plan.epochs, plan.total_steps)
+        except CheckpointError:
+            raise
+        except ValueError as error:  # another run's checkpoint
+            raise ValueError(f"{error} Or pass overwrite=True to start afresh.") from None
 
     return restore_checkpoint(checkpoints, model, validate=validate)
 

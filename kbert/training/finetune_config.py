@@ -37,6 +37,8 @@ class FinetuneConfig:
       final dev score is then that choice's, so test (where the task has one) is the fair one.
       The score joins the epoch's logs as `val_<metric>` (TensorBoard's validation run).
     attention: the backbone's `attention_implementation` (`kbert.layers.attention_kernel`).
+    overwrite: an `output_dir` that holds a finished run is refused unless True, which trains
+      afresh and replaces it; an unfinished one's checkpoints are then dropped, not resumed.
     hidden_dropout, attention_dropout: the encoder's dropout rates in [0, 1); None keeps the
       checkpoint's (BERT's 0.1). A run without attention dropout may train faster on a GPU
       (the fused kernels); README "On a GPU" has what it costs in accuracy.
@@ -45,6 +47,7 @@ class FinetuneConfig:
     init: str = "minilm_l6_h384_uncased"
     allow_pickle: bool = False
     output_dir: str = "runs/finetune"
+    overwrite: bool = False
     epochs: int = 3
     steps: int = None
     batch_size: int = 32
@@ -89,8 +92,9 @@ class FinetuneConfig:
                                  f"{getattr(self, name)!r}.")
         if not isinstance(self.validate, bool | None):
             raise ValueError(f"validate must be True, False or None, got {self.validate!r}.")
-        if not isinstance(self.keep_best, bool):
-            raise ValueError(f"keep_best must be True or False, got {self.keep_best!r}.")
+        for name in ("keep_best", "overwrite"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
         check_implementation(self.attention, "attention")
         for name, rate in self.dropout_rates.items():  # BertConfig's own rule for its rates
             if problem := field_problem(name, rate):
