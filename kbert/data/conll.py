@@ -16,6 +16,7 @@ import os
 import pathlib
 
 from kbert.data.tasks import DataError
+from kbert.text.utf8_files import utf8_lines
 
 CONLL2003_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC",
                     "I-MISC")
@@ -77,23 +78,22 @@ def read_conll(path, scheme="auto"):
             sentences.append(TaggedSentence(words, tags, f"{path}:{first}"))
         words, tags, first = [], [], None
 
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                flush()
-                continue
-            columns = line.split()
-            if columns[0] == "-DOCSTART-":
-                flush()
-                continue
-            if len(columns) < 2:
-                raise DataError(f"{path}:{number}: expected 'word ... tag', got {line!r}.")
-            _check_tag(columns[-1], f"{path}:{number}")
-            if first is None:
-                first = number
-            words.append(columns[0])
-            tags.append(columns[-1])
+    for number, line in enumerate(utf8_lines(path), 1):
+        line = line.strip()
+        if not line:
+            flush()
+            continue
+        columns = line.split()
+        if columns[0] == "-DOCSTART-":
+            flush()
+            continue
+        if len(columns) < 2:
+            raise DataError(f"{path}:{number}: expected 'word ... tag', got {line!r}.")
+        _check_tag(columns[-1], f"{path}:{number}")
+        if first is None:
+            first = number
+        words.append(columns[0])
+        tags.append(columns[-1])
     flush()
     if not sentences:
         raise DataError(f"{path}: no sentences.")

@@ -4,6 +4,7 @@ import json
 import pathlib
 
 from kbert.data.sources import fetch
+from kbert.text.utf8_files import utf8_lines
 
 
 def wikipedia_articles():
@@ -14,9 +15,9 @@ def wikipedia_articles():
 
 
 def text_lines(paths):
-    """Non-empty lines of UTF-8 text files, in order."""
+    """Non-empty lines of UTF-8 text files, in order (a line that is not UTF-8 is an error
+    naming it)."""
     for path in paths:
-        with open(pathlib.Path(path), encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    yield line.rstrip("\n")
+        for line in utf8_lines(pathlib.Path(path)):
+            if line.strip():
+                yield line.rstrip("\r\n")

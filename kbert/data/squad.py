@@ -21,6 +21,7 @@ import os
 import random
 
 from kbert.data.tasks import DataError
+from kbert.text.utf8_files import read_utf8
 
 
 @dataclasses.dataclass
@@ -41,11 +42,10 @@ def read_squad(path):
     """Examples of a SQuAD v1.1 or v2.0 JSON file, in file order. Returns (examples, version):
     the file's "version" field ("1.1" when absent and no question is marked impossible)."""
     path = os.fspath(path)
-    with open(path, encoding="utf-8") as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as error:
-            raise DataError(f"{path}: not valid JSON ({error}).") from None
+    try:
+        data = json.loads(read_utf8(path))
+    except json.JSONDecodeError as error:
+        raise DataError(f"{path}: not valid JSON ({error}).") from None
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise DataError(f"{path}: not a SQuAD file (no top-level 'data' list).")
     examples, any_impossible = [], False

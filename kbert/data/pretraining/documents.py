@@ -31,6 +31,8 @@ import os
 import pathlib
 import re
 
+from kbert.text.utf8_files import utf8_lines
+
 ABBREVIATIONS = frozenset("""
 mr mrs ms dr prof sr jr st mt ft vs etc e.g i.e cf al approx inc ltd co corp no nos vol pp
 gen col lt sgt capt cmdr adm gov sen rep rev hon pres u.s u.k u.n a.m p.m jan feb mar apr jun
@@ -106,6 +108,7 @@ def read_documents(paths, format="auto"):
 
     `format`: "sentences" (one sentence per line, blank line between documents), "text" (each
     file one document of prose) or "auto" (decided per file from its first 200 lines).
+    Bytes that are not UTF-8 are skipped, with a warning naming the file (`utf8_lines`).
     """
     if format not in ("auto", "sentences", "text"):
         raise ValueError(f"format must be 'auto', 'sentences' or 'text', got {format!r}.")
@@ -114,24 +117,21 @@ def read_documents(paths, format="auto"):
     for path in paths:
         file_format = format
         if file_format == "auto":
-            with open(path, encoding="utf-8", errors="replace") as f:
-                head = [line for _, line in zip(range(200), f)]
+            head = [line for _, line in zip(range(200), utf8_lines(path, lenient=True))]
             file_format = "sentences" if looks_like_sentence_lines(head) else "text"
         if file_format == "text":
-            with open(path, encoding="utf-8", errors="replace") as f:
-                document = split_sentences(f.read())
+            document = split_sentences("".join(utf8_lines(path, lenient=True)))
             if document:
                 yield document
             continue
         document = []
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                line = line.strip()
-                if line:
-                    document.append(line)
-                elif document:
-                    yield document
-                    document = []
+        for line in utf8_lines(path, lenient=True):
+            line = line.strip()
+            if line:
+                document.append(line)
+            elif document:
+                yield document
+                document = []
         if document:
             yield document
 

@@ -4,6 +4,7 @@ import os
 import pathlib
 
 from kbert.data.tasks.common import DataError, Task, check_text, parse_label
+from kbert.text.utf8_files import read_utf8
 
 
 # text: column names (or indices for header-less files); label: name or index; labels: the label
@@ -61,8 +62,7 @@ def read_glue_tsv(path, task=None):
     it is recognised from the header. A file without the label column (GLUE's test files) gives
     label None. Returns (layout name, examples)."""
     path = os.fspath(path)
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        lines = f.read().split("\n")
+    lines = read_utf8(path).split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     rows = [line.rstrip("\r").split("\t") for line in lines]

