@@ -151,6 +151,19 @@ def test_finetune_keeps_a_finished_run_and_evaluate_its_scores(sentiment_run, tm
     assert other["task"] == "glue:SST-2" and other["examples"] == 2
 
 
+@pytest.mark.slow
+def test_predict_reads_bytes_that_are_not_utf8_as_google_does(sentiment_run, tmp_path):
+    """A shell passes bytes: Python holds those that are not UTF-8 as lone surrogates, which
+    TensorFlow refused ("Unable to convert element to UTF-8"). They read as U+FFFD, which the
+    tokenizer deletes (Google's `_clean_text`), as does a JSON line's lone "\\ud800"."""
+    (tmp_path / "in.jsonl").write_text('{"text": "bad \\ud800 byte"}\n', encoding="utf-8")
+    answers = run_together(*(KBERT + ["predict", sentiment_run, *args] for args in (
+        ["--text", os.fsdecode(b"bad \xff byte")], ["--text", "bad byte"],
+        ["--input", tmp_path / "in.jsonl"])))
+    bad, plain, from_file = (json.loads(out) for out, _ in answers)
+    assert bad == plain == from_file
+
+
 HUB_ENCODE = ("import json, sys, tensorflow as tf, tensorflow_text; "
               "pre = tf.saved_model.load(sys.argv[1] + '/preprocessor'); "
               "enc = tf.saved_model.load(sys.argv[1] + '/encoder'); "
@@ -346,8 +359,10 @@ def test_squad_run_evaluates_predicts_and_serves_the_same_answers(tmp_path):
                                   for q in (QUESTION, "Who saw the Mona Lisa?")))
     (evaluated, _), (out, _), _, (many, _) = run_together(
         KBERT + ["evaluate", output, "--max-eval-examples", "8"],
-        without_task_data(KBERT + ["predict", output, "--question", QUESTION, "--context",
-                                   CONTEXT], tmp_path / "cache"),
+        # a byte that is not UTF-8 is read as U+FFFD, which the tokenizer deletes: the answer
+        # is the plain question's (the file's first line, and the export's)
+        without_task_data(KBERT + ["predict", output, "--question", os.fsdecode(
+            QUESTION.encode() + b" \xff"), "--context", CONTEXT], tmp_path / "cache"),
         KBERT + ["export", output, tmp_path / "served"],
         KBERT + ["predict", output, "--input", requests])
     assert "squad dev (8 examples): exact_match" in evaluated
@@ -372,8 +387,8 @@ def test_conll_run_evaluates_predicts_and_serves_the_same_entities(tmp_path):
                  "--batching", "length", "--batch-size", "8", "--max-train-examples", "32",
                  "--max-eval-examples", "16", "--output", output])
     requests = tmp_path / "texts.jsonl"
-    requests.write_text("\n".join(json.dumps({"text": t})
-                                  for t in (NER_TEXT, "John lives in Berlin.")))
+    requests.write_text("\n".join(json.dumps({"text": t}) for t in (
+        NER_TEXT, "John lives in Berlin.", "John \ud800 lives in Berlin.")))  # lone surrogate
     (evaluated, _), (out, _), _, (many, _) = run_together(
         KBERT + ["evaluate", output, "--split", "dev", "--max-eval-examples", "8"],
         without_task_data(KBERT + ["predict", output, "--text", NER_TEXT], tmp_path / "cache"),
@@ -383,7 +398,9 @@ def test_conll_run_evaluates_predicts_and_serves_the_same_entities(tmp_path):
     assert fetched(tmp_path / "cache") == []
     entities = json.loads(out)
     many = [json.loads(line) for line in many.splitlines()]
-    assert len(many) == 2 and many[0] == entities
+    assert len(many) == 3 and many[0] == entities
+    # the lone surrogate reads as U+FFFD, which the tokenizer deletes: the same words tagged
+    assert [(e["text"], e["type"]) for e in many[2]] == [(e["text"], e["type"]) for e in many[1]]
     for entity in entities:
         assert NER_TEXT[entity["start"]:entity["end"]] == entity["text"]
     served = serve_in_emulator(tmp_path, tmp_path / "served" / "1",

@@ -16,7 +16,7 @@ import os
 import pathlib
 
 from kbert.data.tasks import DataError
-from kbert.text.utf8_files import utf8_lines
+from kbert.text.utf8 import utf8_lines
 
 CONLL2003_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC",
                     "I-MISC")

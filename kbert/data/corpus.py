@@ -4,7 +4,7 @@ import json
 import pathlib
 
 from kbert.data.sources import fetch
-from kbert.text.utf8_files import utf8_lines
+from kbert.text.utf8 import utf8_lines
 
 
 def wikipedia_articles():

@@ -21,7 +21,7 @@ import os
 import random
 
 from kbert.data.tasks import DataError
-from kbert.text.utf8_files import read_utf8
+from kbert.text.utf8 import read_utf8
 
 
 @dataclasses.dataclass

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from kbert import tensorflow_backend
 from kbert.text.trim import trim_to_longest
+from kbert.text.utf8 import without_lone_surrogates
 
 
 def as_tensor_data(x):
@@ -36,8 +37,11 @@ def as_tensor_data(x):
 
 def _check_all_text(array):
     """A missing value (None, or pandas' NaN) would become the text "None" or "nan"; rows of
-    different lengths (numpy keeps them as lists) the text of a list."""
+    different lengths (numpy keeps them as lists) the text of a list. A str with lone
+    surrogates is replaced in `array` (`without_lone_surrogates`)."""
     for i, value in enumerate(array.flat):
+        if isinstance(value, str) and not value.isascii():  # what TensorFlow cannot take
+            array.flat[i] = without_lone_surrogates(value)
         if isinstance(value, (str, bytes)):
             continue
         if isinstance(value, (list, tuple, np.ndarray)):

@@ -12,6 +12,8 @@ import itertools
 import json
 import re
 
+from kbert.text.utf8 import without_lone_surrogates
+
 REQUEST_KEYS = ("text", "text_pair", "choices", "question", "context")
 
 
@@ -53,7 +55,7 @@ def read_requests(lines):
                 kind = "a non-empty list of strings" if key == "choices" else "a string"
                 raise ValueError(f"line {number}: {json.dumps(key)} must be {kind}, got "
                                  f"{json.dumps(value)[:80]}.")
-        yield number, request
+        yield number, {key: without_lone_surrogates(value) for key, value in request.items()}
 
 
 def predict_requests(run_dir, lines, batch_size=64, allow_pickle=False, task=None,

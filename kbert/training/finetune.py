@@ -26,6 +26,7 @@ from kbert.models.xla import pad_multiple
 from kbert.runs import RunDirectory
 from kbert.tasks import EVAL_SEED, get_spec, subset
 from kbert.tasks.pretrained import open_task_model, start_from_fine_tuned_head
+from kbert.text.utf8 import without_lone_surrogates
 from kbert.training import best_epoch
 from kbert.training import finetune_checkpoints as resumable
 from kbert.training.finetune_config import FinetuneConfig
@@ -231,4 +232,4 @@ def predict_run(path, allow_pickle=False, task=None, data_dir=None, null_thresho
     by its task's spec (`open_task_model`)."""
     spec, model = open_task_model(path, task, data_dir, allow_pickle, null_threshold,
                                   top_k=top_k)
-    return spec.predict(model, **inputs)
+    return spec.predict(model, **{k: without_lone_surrogates(v) for k, v in inputs.items()})

@@ -31,7 +31,7 @@ import os
 import pathlib
 import re
 
-from kbert.text.utf8_files import utf8_lines
+from kbert.text.utf8 import utf8_lines
 
 ABBREVIATIONS = frozenset("""
 mr mrs ms dr prof sr jr st mt ft vs etc e.g i.e cf al approx inc ltd co corp no nos vol pp

@@ -4,7 +4,7 @@ import os
 import pathlib
 
 from kbert.data.tasks.common import DataError, Task, check_text, parse_label
-from kbert.text.utf8_files import read_utf8
+from kbert.text.utf8 import read_utf8
 
 
 # text: column names (or indices for header-less files); label: name or index; labels: the label

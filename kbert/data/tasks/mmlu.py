@@ -5,7 +5,7 @@ import pathlib
 
 from kbert.data.tasks.common import (DataError, Task, check_text, jsonl_records, parse_label,
                                      split_of)
-from kbert.text.utf8_files import utf8_lines
+from kbert.text.utf8 import utf8_lines
 
 
 _CHOICE_KEYS = ("answer_a", "answer_b", "answer_c", "answer_d")

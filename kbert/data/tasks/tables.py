@@ -6,7 +6,7 @@ import os
 import pathlib
 
 from kbert.data.tasks.common import DataError, Task, check_text, fail, jsonl_records, parse_label
-from kbert.text.utf8_files import read_utf8, utf8_lines
+from kbert.text.utf8 import read_utf8, utf8_lines
 
 
 def read_table(path, text_column="text", text_pair_column=None, label_column="label",

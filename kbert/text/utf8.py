@@ -1,6 +1,6 @@
-"""Reading the user's UTF-8 text files so that a byte that is not UTF-8 is named by file, line
-and column: Python's own error gives only a position in a buffer ("can't decode byte 0xff in
-position 8191") and no file.
+"""UTF-8 at kbert's edges: the user's text files, read so that a byte that is not UTF-8 is
+named by file, line and column (Python's own error gives only a position in a buffer, "can't
+decode byte 0xff in position 8191", and no file), and Python strings that TensorFlow cannot take.
 
 Strict readers (task data, vocabulary corpora) refuse such a file. A pre-training corpus is
 read leniently, as Google's `create_pretraining_data.py` reads it (`convert_to_unicode`
@@ -9,6 +9,7 @@ deletes (`kbert.text.tokenizer`, step 2), and one warning per file says where.
 """
 
 import os
+import re
 import warnings
 
 BOM = "\ufeff"
@@ -46,3 +47,24 @@ def read_utf8(path):
     """The whole text of the UTF-8 file at `path` (a byte order mark dropped); a ValueError
     naming the line and column of a byte that is not UTF-8."""
     return "".join(utf8_lines(path))
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")  # not surrogateescape's bytes
+
+
+def without_lone_surrogates(text):
+    """`text` (a str, or a list of them, or of lists) as TensorFlow takes it. Python stands for bytes that are not UTF-8 with lone
+    surrogates (`sys.argv`, `os.fsdecode`, `errors="surrogateescape"`), and JSON may spell one
+    ("\\ud800"); TensorFlow refuses them ("Unable to convert element to UTF-8"). The bytes
+    become U+FFFD as a SavedModel reads them (`errors="replace"`), other lone surrogates U+FFFD
+    too; kbert's tokenizer then deletes U+FFFD, as Google's does."""
+    if isinstance(text, (list, tuple)):
+        return [without_lone_surrogates(t) for t in text]
+    if not isinstance(text, str) or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        text = _LONE_SURROGATE.sub("\ufffd", text)
+        return text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
