@@ -53,11 +53,12 @@ _LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")  # not surrogateesc
 
 
 def without_lone_surrogates(text):
-    """`text` (a str, or a list of them, or of lists) as TensorFlow takes it. Python stands for bytes that are not UTF-8 with lone
-    surrogates (`sys.argv`, `os.fsdecode`, `errors="surrogateescape"`), and JSON may spell one
-    ("\\ud800"); TensorFlow refuses them ("Unable to convert element to UTF-8"). The bytes
-    become U+FFFD as a SavedModel reads them (`errors="replace"`), other lone surrogates U+FFFD
-    too; kbert's tokenizer then deletes U+FFFD, as Google's does."""
+    """`text` (a str, or a list of them, or of lists) as TensorFlow takes it. Python stands
+    for bytes that are not UTF-8 with lone surrogates (`sys.argv`, `os.fsdecode`,
+    `errors="surrogateescape"`), and JSON may spell one ("\\ud800"); TensorFlow refuses them
+    ("Unable to convert element to UTF-8"). The bytes become U+FFFD as a SavedModel reads
+    them (`errors="replace"`), other lone surrogates U+FFFD too; kbert's tokenizer then deletes
+    U+FFFD, as Google's does."""
     if isinstance(text, (list, tuple)):
         return [without_lone_surrogates(t) for t in text]
     if not isinstance(text, str) or text.isascii():
