@@ -1,6 +1,7 @@
 """`BertMultipleChoice`: one score per choice, softmax over the choices (SWAG, MMLU)."""
 
 import keras
+import numpy as np
 
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone, whole_number
@@ -84,14 +85,32 @@ class BertMultipleChoice(BertTask):
     def _text_dataset(self, x, *args, **kwargs):
         """Raw `(questions, choices)`, each question with `num_choices` choices: Keras' own
         error for another number names a shape, not the question."""
-        choices = x[1] if isinstance(x, tuple) and len(x) == 2 else None
-        if isinstance(choices, (list, tuple)):
-            for n, row in enumerate(choices):
-                count = 1 if isinstance(row, (str, bytes)) else len(row)
+        return super()._text_dataset(self._checked_choices(x), *args, **kwargs)
+
+    def _checked_choices(self, x):
+        """`x`, once each question's choices are counted (lists, ragged tensors, which become
+        dense) or their shape checked (arrays, tensors, a dataset's batches where its element
+        spec knows it)."""
+        if hasattr(x, "element_spec"):  # batches of `x` or `(x, y, ...)`, x = (q, choices)
+            spec = x.element_spec
+            inputs = spec[0] if isinstance(spec, tuple) and isinstance(spec[0], tuple) else spec
+        else:
+            inputs = x
+        choices = inputs[1] if isinstance(inputs, tuple) and len(inputs) == 2 else None
+        ragged = hasattr(choices, "row_lengths") and not hasattr(x, "element_spec")
+        if isinstance(choices, (list, tuple)) or ragged:
+            counts = (np.asarray(choices.row_lengths()) if ragged else
+                      [1 if isinstance(row, (str, bytes)) else len(row) for row in choices])
+            for n, count in enumerate(counts):
                 if count != self.num_choices:
                     raise ValueError(f"Question {n} has {count} choice(s); this model scores "
                                      f"{self.num_choices} a question (num_choices).")
-        return super()._text_dataset(x, *args, **kwargs)
+            return (x[0], choices.to_tensor()) if ragged else x
+        shape = getattr(choices, "shape", None)
+        if shape is not None and len(shape) >= 2 and shape[1] not in (None, self.num_choices):
+            raise ValueError(f"The choices have shape {tuple(shape)}: {shape[1]} a question; "
+                             f"this model scores {self.num_choices} a question (num_choices).")
+        return x
 
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Compiles with cross-entropy over the choices and `accuracy` unless others are given."""

@@ -556,6 +556,38 @@ def test_ragged_choices_and_non_finite_targets_are_refused_by_name():
     assert np.isfinite(regression.fit(packed(), np.array([0.5, 1.0]), verbose=0).history["loss"][0])
 
 
+def test_choice_counts_are_checked_in_arrays_tensors_ragged_tensors_and_datasets():
+    """Only Python lists were counted: another number of choices in an array, a tensor or a
+    dataset's batches failed with Keras' "Input 0 with name 'padding_mask' ... expected
+    shape=(None, 2, None), found shape=(1, 3, 5)"; a ragged tensor of choices failed to pack."""
+    import tensorflow as tf
+
+    import kbert
+
+    tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
+    model = kbert.BertMultipleChoice(kbert.BertBackbone(BertConfig(**SMALL)), num_choices=2,
+                                     preprocessor=kbert.BertPreprocessor(tokenizer, 16))
+    model.compile(optimizer="adam")
+    three = [["w3", "w4", "w5"], ["w4", "w5", "w6"]]
+    batches = tf.data.Dataset.from_tensor_slices(((["w1", "w2"], three), [0, 1])).batch(2)
+    for call, shape in [
+            (lambda: model.predict((np.array(["w1", "w2"]), np.array(three)), verbose=0),
+             r"\(2, 3\)"),
+            (lambda: model.predict((tf.constant(["w1", "w2"]), tf.constant(three)), verbose=0),
+             r"\(2, 3\)"),
+            (lambda: model.fit(batches, verbose=0), r"\(None, 3\)"),
+            (lambda: model.evaluate(batches, verbose=0), r"\(None, 3\)")]:
+        with pytest.raises(ValueError, match=rf"The choices have shape {shape}: 3 a question; "
+                                             r"this model scores 2 a question \(num_choices\)"):
+            call()
+    with pytest.raises(ValueError, match=r"Question 1 has 1 choice\(s\); this model scores 2"):
+        model.predict((["w1", "w2"], tf.ragged.constant([["w3", "w4"], ["w5"]])), verbose=0)
+    listed = model.predict((["w1"], [["w3", "w4"]]), verbose=0)
+    for choices in (np.array([["w3", "w4"]]), tf.ragged.constant([["w3", "w4"]])):
+        np.testing.assert_allclose(model.predict((["w1"], choices), verbose=0), listed,
+                                   rtol=1e-6)
+
+
 def test_missing_text_is_refused_by_position():
     """A None, or pandas' NaN for a missing cell, became the text "None" or "nan"; a tagger's
     word lists met TensorFlow's "mixed types" error, and labels for other words than a
