@@ -103,14 +103,14 @@ def _evaluate(args) -> int:
 
     from kbert.training.finetune import evaluate_run
 
+    if args.output and os.path.lexists(args.output) and not os.path.isdir(args.output):
+        raise FileExistsError(f"--output {args.output} is a file; give a directory for "
+                              "metrics.json.")
     metrics, predictions = evaluate_run(
         args.model, task=args.task, split=args.split, data_dir=args.data_dir,
         max_eval_examples=args.max_eval_examples, allow_pickle=args.allow_pickle,
         return_predictions=True, null_threshold=args.null_threshold)
     output = pathlib.Path(args.output) if args.output else _evaluation_dir(args.model, metrics)
-    if os.path.lexists(output) and not output.is_dir():
-        raise FileExistsError(f"--output {output} is a file; give a directory for "
-                              "metrics.json.")
     output.mkdir(parents=True, exist_ok=True)
     written = ["metrics.json"] + (["predictions.json"] if predictions is not None else [])
     for name, value in zip(written, (metrics, predictions)):

@@ -58,6 +58,7 @@ def _files(tmp_path):
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     (tmp_path / "list.yaml").write_text("- steps\n")
     (tmp_path / "a_directory.yaml").mkdir()
+    (tmp_path / "one_document.txt").write_text("One sentence a line.\nThe same document.\n")
     run = tmp_path / "not_a_run"
     run.mkdir()
     (run / "model.keras").write_bytes(b"")
@@ -133,9 +134,22 @@ CASES = [
     ("pretrain --steps 5 --learning-rate=-1e-4", "argument --learning-rate: takes a positive"),
     ("pretrain --steps 5 --sequence-length 100000 --output {t}/pretrain_out",
      "--sequence-length 100000 is longer than the model's 512 positions"),
+    ("pretrain --steps 5 --corpus {t}/one_document.txt --output {t}/pretrain_out",
+     "The corpus holds 1 document.s.; it needs at least two .one is held out.. In a file of "
+     "one sentence a line, a blank line ends a document"),
     ("pretrain --steps 5 --causal --whole-word --output {t}/ltr_out",
      "--causal trains a left-to-right LM on every next token; --whole-word and"),
     ("evaluate {t}/not_a_run", r"not_a_run/run.json does not hold a JSON object"),
+    # an existing run is replaced only with --overwrite; a file is no output directory
+    ("finetune --preset tiny --output {t}/small_run",
+     "small_run holds a finished 'sentiment' run; pass --overwrite to train afresh"),
+    ("finetune --preset tiny --output {t}/list.yaml", "list.yaml is a file, not a directory"),
+    ("evaluate {t}/small_run --output {t}/list.yaml", "--output \\S+list.yaml is a file"),
+    # options of another task, as the command's flags
+    ("finetune --preset tiny --batching length --output {t}/opt_out",
+     "Task 'sentiment' takes no options; got --batching 'length'"),
+    ("finetune --task squad --preset tiny --batching random --output {t}/opt_out",
+     "Task 'squad' takes no option --batching 'random'; its options: --doc-stride"),
     # a kernel that this backend cannot run (flash is JAX's), named before any training
     ("finetune --preset tiny --steps 1 --attention flash --output {t}/flash_out",
      "attention_implementation='flash' needs the JAX backend; Keras runs on 'tensorflow'"),
@@ -182,7 +196,7 @@ def test_bad_flags_and_files_end_in_one_error_line(tmp_path):
             out.strip().splitlines()[-1])):
         _one_error_line(code, stderr, command, message)
     assert not (tmp_path / "pretrain_out").exists() and not (tmp_path / "out").exists()
-    assert not (tmp_path / "flash_out").exists()
+    assert not (tmp_path / "flash_out").exists() and not (tmp_path / "opt_out").exists()
     assert [p.name for p in (tmp_path / "keep").iterdir()] == ["notes.txt"]
     assert not any((tmp_path / "served").glob("[0-9]*"))
     assert not list(tmp_path.glob("answers_*")) and not (tmp_path / "empty_out").exists()

@@ -164,6 +164,28 @@ def test_predict_reads_bytes_that_are_not_utf8_as_google_does(sentiment_run, tmp
     assert bad == plain == from_file
 
 
+@pytest.mark.slow
+def test_a_run_whose_model_is_of_another_task_is_named(sentiment_run, tmp_path):
+    """model.keras copied in from another run (a tagger under a sentiment run.json): predict
+    ended in a traceback (IndexError) and export in a message about label counts."""
+    from tests.tasks.test_tagging_long_text import tagger
+
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "run.json").write_bytes((sentiment_run / "run.json").read_bytes())
+    tagger().save(mixed / "model.keras")
+    procs = [subprocess.Popen([str(c) for c in KBERT + command], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for command in (
+        ["predict", mixed, "--text", TEXT], ["export", mixed, tmp_path / "served"])]
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 2, err[-3000:]
+        assert f"{mixed}: its model.keras does not fit its run.json (Task 'sentiment' takes " \
+            "a BertClassifier or BertFeatureClassifier; the model is a BertTokenClassifier); " \
+            "were they written by different runs?" in err
+    assert not (tmp_path / "served").exists()
+
+
 HUB_ENCODE = ("import json, sys, tensorflow as tf, tensorflow_text; "
               "pre = tf.saved_model.load(sys.argv[1] + '/preprocessor'); "
               "enc = tf.saved_model.load(sys.argv[1] + '/encoder'); "

@@ -24,7 +24,7 @@ def get_spec(name, data_dir=None, **options) -> TaskSpec:
         raise ValueError(f"Unknown task {name!r}; known: "
                          f"{', '.join([*TASKS, *_lazy_specs()])}, glue:<TASK>.")
     if options:
-        raise ValueError(f"Task {name!r} takes no options; got {sorted(options)}.")
+        raise ValueError(f"Task {name!r} takes no options; got {_as_set(options)}.")
     return SentenceTask(load_task(name, data_dir), cli_name=name, data_dir=data_dir)
 
 
@@ -106,8 +106,13 @@ def _check_options(spec_cls, name, options):
     known = set(inspect.signature(spec_cls).parameters) - {"version", "data_dir"}
     unknown = sorted(set(options) - known)
     if unknown:
-        raise ValueError(f"Task {name!r} takes no option {', '.join(unknown)}; its options: "
-                         f"{', '.join(sorted(known))}.")
+        raise ValueError(f"Task {name!r} takes no option {_as_set(options, unknown)}; its "
+                         f"options: {', '.join(sorted(known))}.")
+
+
+def _as_set(options, names=None):
+    """`name=value` for each option (the CLI shows `--name value`, `kbert.cli.in_cli_terms`)."""
+    return ", ".join(f"{k}={options[k]!r}" for k in sorted(names or options))
 
 
 __all__ = ["EVAL_SEED", "TaskSpec", "get_spec", "spec_of_model", "spec_of_run", "subset"]

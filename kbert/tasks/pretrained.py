@@ -210,8 +210,23 @@ def open_task_model(path, task=None, data_dir=None, allow_pickle=False, null_thr
                          "task to score it on: give one, e.g. task=squad.")
     if task is None and not with_data:
         spec = spec_of_run(info) if info is not None else spec_of_model(model, label_names)
+        if info is not None:
+            _check_run_model(spec, model, label_names, path)
     else:
         spec = get_spec(task, data_dir) if task is not None else get_spec(
             info["task"], data_dir or info.get("data_dir"), **info.get("task_options", {}))
         spec.fit_to(model, label_names)
     return with_top_k(with_null_threshold(spec, null_threshold), top_k), model
+
+
+def _check_run_model(spec, model, label_names, path):
+    """A run's model.keras must be of the task its run.json names (a model copied in from
+    another run answered with a traceback, or was exported under the other run's labels)."""
+    from kbert.runs import INFO_FILE, MODEL_FILE, RunError
+
+    try:
+        spec.fit_to(model, label_names)
+    except ValueError as error:
+        raise RunError(f"{path}: its {MODEL_FILE} does not fit its {INFO_FILE} "
+                       f"({str(error).rstrip('.')}); were they written by different runs?"
+                       ) from None

@@ -183,7 +183,7 @@ class SquadTask(TaskSpec):
             raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts.")
         for n, (q, c) in enumerate(zip(questions, contexts)):
             if not q.strip() or not c.strip():
-                raise ValueError(f"Question and context {n} must not be empty.")
+                raise ValueError(f"Question {n} or its context is empty.")
         found, _ = self.answers(model, questions, contexts, null_threshold=null_threshold)
         answers = [{"answer": a.decode(), "start": int(s), "end": int(e),
                     "score": float(score) if np.isfinite(score) else None,

@@ -114,7 +114,9 @@ def heldout_split(n_documents, heldout_documents, seed):
         heldout_documents = min(500, max(1, n_documents // 20))
     heldout_documents = min(int(heldout_documents), n_documents - 1)
     if heldout_documents < 1:
-        raise ValueError("The corpus needs at least two documents (one is held out).")
+        raise ValueError(f"The corpus holds {n_documents} document(s); it needs at least two "
+                         "(one is held out). In a file of one sentence a line, a blank line "
+                         "ends a document; a file of prose is one document.")
     indices = list(range(n_documents))
     random.Random(seed + 99).shuffle(indices)
     return set(indices[:heldout_documents])

@@ -129,6 +129,20 @@ def test_movie_reviews_bad_row(tmp_path):
         tasks.read_movie_reviews(path)
 
 
+def test_a_movie_reviews_directory_is_searched_a_few_folders_down_not_walked_whole(tmp_path):
+    """`--data-dir /tmp` searched all of /tmp (rglob) for the file."""
+    from kbert.data.tasks.sentiment import SEARCH_DEPTH
+
+    deep = tmp_path.joinpath(*"abcde")
+    deep.mkdir(parents=True)
+    write(deep / "movieReviewSnippets_GroundTruth.txt", "1\t2.5\tA fine film.\n")
+    with pytest.raises(DataError, match=rf"{tmp_path}: no hutto_ICWSM_2014.tar.gz or "
+                                        rf"movieReviewSnippets_GroundTruth.txt in it or up to "
+                                        rf"{SEARCH_DEPTH} folders below"):
+        tasks.read_movie_reviews(tmp_path)
+    assert tasks.read_movie_reviews(tmp_path / "a" / "b") == [("1", "A fine film.", 2.5)]
+
+
 def test_real_movie_reviews_split_sizes():
     task = tasks.sentiment_task()  # the real file (cached after the first fetch)
     sizes = {k: len(v) for k, v in task.splits.items()}

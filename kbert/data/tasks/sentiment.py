@@ -10,17 +10,21 @@ from kbert.data.tasks.common import DataError, Task, check_text, fail, parse_lab
 MOVIE_REVIEWS_MEMBER = "hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt"
 
 
+MOVIE_REVIEWS_FILES = ("hutto_ICWSM_2014.tar.gz", "movieReviewSnippets_GroundTruth.txt")
+SEARCH_DEPTH = 3
+"""A data directory is searched this many folders down for MOVIE_REVIEWS_FILES, not walked
+whole (`--data-dir /tmp` read all of /tmp)."""
+
+
 def _movie_reviews_text(path):
     path = pathlib.Path(path)
     if path.is_dir():
-        archive = path / "hutto_ICWSM_2014.tar.gz"
-        if archive.is_file():
-            path = archive
-        else:
-            candidates = list(path.rglob("movieReviewSnippets_GroundTruth.txt"))
-            if not candidates:
-                raise DataError(f"{path}: no movieReviewSnippets_GroundTruth.txt inside.")
-            path = candidates[0]
+        found = next((hit for level in range(SEARCH_DEPTH + 1) for name in MOVIE_REVIEWS_FILES
+                      for hit in sorted(path.glob("/".join(["*"] * level + [name])))), None)
+        if found is None:
+            raise DataError(f"{path}: no {' or '.join(MOVIE_REVIEWS_FILES)} in it or up to "
+                            f"{SEARCH_DEPTH} folders below.")
+        path = found
     if path.name.endswith((".tar.gz", ".tgz")):
         with tarfile.open(path) as archive:
             member = archive.extractfile(MOVIE_REVIEWS_MEMBER)
