@@ -18,3 +18,9 @@ def test_quickstart_end_to_end(tmp_path):
     assert [a[2] for a in answers] == list(SENTENCES)
     assert all(a[0] in LABELS and 0.5 <= float(a[1]) <= 1.0 for a in answers)
     assert f"SavedModel for TF Serving: {tmp_path / 'served' / '1'}" in out
+
+    # run again, as `make quickstart` may be: its run is replaced, the export a new version
+    run(KBERT + ["quickstart", "--steps", "1", "--max-eval-examples", "8",
+                 "--output", tmp_path / "run", "--export-dir", tmp_path / "served"])
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["sizes"]["dev"] == 8
+    assert sorted(p.name for p in (tmp_path / "served").iterdir()) == ["1", "2"]
