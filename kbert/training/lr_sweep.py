@@ -14,7 +14,8 @@ def lr_sweep(task="sentiment", learning_rates=(5e-5, 4e-5, 3e-5, 2e-5),
 
     The choice uses dev only (the task's metric: accuracy; pearson for regression); the chosen
     run's metrics, test included, are written to OUTPUT/metrics.json with `best_learning_rate`
-    and every run's dev score (also returned).
+    and every run's dev score (also returned). A sweep into an OUTPUT that holds finished runs
+    needs `overwrite=True` (passed on to `finetune`).
     """
     output_dir = pathlib.Path(output_dir)
     runs, best = {}, None
