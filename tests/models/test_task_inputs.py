@@ -206,8 +206,8 @@ def test_dataset_labels_are_checked_against_the_head(jit_compile):
         model.fit(_dataset(packed(rows=4), np.array([0, 1, 2, 1])), verbose=0)
     # A float column (pandas' habit) holds ids too, checked alike: under XLA 2.0 trained NaN
     # into every weight.
-    for labels, found in (([0, 1, 2, 1], "got a larger value"), ([0, 1, 0.5, 1], "got a non-integer"),
-                          ([0, 1, np.nan, 1], "")):
+    for labels, found in (([0, 1, 2, 1], "got a larger value"),
+                          ([0, 1, 0.5, 1], "got a non-integer"), ([0, 1, np.nan, 1], "")):
         with pytest.raises(tf.errors.InvalidArgumentError, match="labels must be class ids"
                                                                  r", in \[0, 2\); " + found):
             model.fit(_dataset(packed(rows=4), np.array(labels, "float32")), verbose=0)
