@@ -37,6 +37,19 @@ def removed_if_unfinished(path, disposable=("logs",)):
         raise
 
 
+def check_directory_target(path, what="directory"):
+    """Raises FileExistsError when `path`, or a folder above it, is a file: a directory cannot
+    be made there (Python says only "[Errno 17] File exists" or "[Errno 20] Not a directory",
+    after the work), and `overwrite` must not turn a user's file into a directory."""
+    path = pathlib.Path(os.path.abspath(os.fspath(path)))
+    for place in (path, *path.parents):
+        if os.path.lexists(place):
+            if not place.is_dir():
+                where = "" if place == path else f" (it would go inside {place})"
+                raise FileExistsError(f"{place} is a file, not a {what}{where}.")
+            return
+
+
 @contextlib.contextmanager
 def atomic_directory(path, owned_files=(), overwrite=False):
     """Yields an empty staging directory beside `path`; moves it to `path` when the block ends
@@ -48,6 +61,7 @@ def atomic_directory(path, owned_files=(), overwrite=False):
     killed writers of the same name is recovered or removed first (`clean_staging`).
     """
     path = pathlib.Path(os.path.abspath(os.fspath(path)))
+    check_directory_target(path)
     clean_staging(path.parent, names=(path.name,))
     if os.path.lexists(path) and not overwrite and not _holds_only(path, owned_files):
         raise FileExistsError(f"{path} exists and holds other files; pass overwrite=True "

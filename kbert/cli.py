@@ -2,6 +2,7 @@
 
 import re
 import sys
+import warnings
 
 from kbert import cli_parser
 from kbert.cli_config import parse
@@ -98,14 +99,13 @@ def _evaluate(args) -> int:
     """Scores a fine-tuned run or checkpoint on a task split; writes OUTPUT/metrics.json and,
     for SQuAD and CoNLL, OUTPUT/predictions.json."""
     import json
-    import os
     import pathlib
 
+    from kbert.atomic import check_directory_target
     from kbert.training.finetune import evaluate_run
 
-    if args.output and os.path.lexists(args.output) and not os.path.isdir(args.output):
-        raise FileExistsError(f"--output {args.output} is a file; give a directory for "
-                              "metrics.json.")
+    if args.output:
+        check_directory_target(args.output, "directory for --output")
     metrics, predictions = evaluate_run(
         args.model, task=args.task, split=args.split, data_dir=args.data_dir,
         max_eval_examples=args.max_eval_examples, allow_pickle=args.allow_pickle,
@@ -281,13 +281,30 @@ def in_cli_terms(message, subcommand):
     return re.sub(r'(?<!")`?\b([a-z][a-z0-9_]*)\b(?:=([^\s`,;:)]+))?`?', flag, message)
 
 
+def _plain_warnings(command, parser):
+    """Warnings as one line, `kbert CMD: warning: ...` in the command's terms, not Python's
+    `/path/to/kbert/module.py:235: UserWarning: ...` and the line of code that warned."""
+    subcommand = getattr(parser, "commands", {}).get(command)
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = in_cli_terms(str(message), subcommand) if subcommand else str(message)
+        print(f"kbert {command}: warning: {text}", file=file or sys.stderr)
+
+    warnings.showwarning = show
+
+
 def main(argv=None) -> int:
+    """The `kbert` script (`argv` None: the command line); with `argv`, the command run from
+    Python, which keeps Python's own warnings (a caller may be recording them)."""
+    from_script = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     try:
         args = parse(parser, argv)
     except USER_ERRORS as error:  # a --config file's errors name its keys as written
         return _user_error(argv[0], error)
+    if from_script:
+        _plain_warnings(args.command, parser)
     try:
         return args.run(args)
     except USER_ERRORS as error:

@@ -7,6 +7,16 @@ import pathlib
 import tempfile
 
 
+def _refuse_replacing_source(source, dest):
+    """DEST that is SOURCE, or a folder holding it, would be replaced by what is read from it
+    (with --overwrite the run or checkpoint was gone, without a word)."""
+    source, dest = pathlib.Path(source).resolve(), pathlib.Path(dest).resolve()
+    if dest == source or dest in source.parents:
+        raise ValueError(f"DEST {dest} {'is' if dest == source else 'holds'} SOURCE "
+                         f"{source}: writing it would replace what it is converted from; give "
+                         "another DEST.")
+
+
 def convert(args) -> int:
     """Reads any supported checkpoint and writes it in another format."""
     from kbert.convert import (is_causal, read_checkpoint, refuse_causal,
@@ -18,6 +28,7 @@ def convert(args) -> int:
     from kbert.text.tokenizer_files import accents_from_checkpoint, max_chars_from_checkpoint
 
     source = resolve(args.source)
+    _refuse_replacing_source(source, args.dest)
     if args.sequence_length is not None and args.to != "tf_hub":
         raise ValueError("--sequence-length applies to --to tf_hub only (a checkpoint has no "
                          "sequence length).")

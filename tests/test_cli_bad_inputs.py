@@ -118,7 +118,8 @@ CASES = [
        re.escape(words)) for n, words in enumerate(PREDICT_FILES.values())),
     ("predict {t}/small_run --text x --input {t}/requests_0.jsonl", "leave out --text"),
     ("predict {t}/small_run --text x --batch-size 8", "--batch-size go with --input"),
-    *((f"{command} {{t}}/empty{rest}", "empty holds no model.keras or run.json")
+    *((f"{command} {{t}}/empty{rest}", "empty holds no model.keras or run.json: give a .kbert "
+                                        "finetune. output directory, or a checkpoint directory")
       for command, rest in (("evaluate", ""), ("predict", " --text x"),
                             ("export", " {t}/empty_out"))),
     ("finetune --config {t}/malformed.yaml", r"--config \S*malformed.yaml is not valid YAML"),
@@ -144,7 +145,19 @@ CASES = [
     ("finetune --preset tiny --output {t}/small_run",
      "small_run holds a finished 'sentiment' run; pass --overwrite to train afresh"),
     ("finetune --preset tiny --output {t}/list.yaml", "list.yaml is a file, not a directory"),
-    ("evaluate {t}/small_run --output {t}/list.yaml", "--output \\S+list.yaml is a file"),
+    ("evaluate {t}/small_run --output {t}/list.yaml",
+     "list.yaml is a file, not a directory for --output"),
+    # a target that is a file, or inside one, named before the model loads; never replaced
+    ("export {t}/small_run {t}/list.yaml", "list.yaml is a file, not a directory for the "
+                                           "model's versions"),
+    ("export {t}/small_run {t}/list.yaml/1", "list.yaml is a file, not a directory for the "
+                                             "model's versions .it would go inside"),
+    ("convert {t}/exact_gelu {t}/list.yaml --to google --overwrite",
+     "list.yaml is a file, not a directory"),
+    # what is converted is never what is replaced (with --overwrite the run was gone)
+    ("convert {t}/small_run {t}/small_run --to huggingface --overwrite",
+     r"DEST \S+small_run is SOURCE \S+small_run: writing it would replace what it is"),
+    ("convert {t}/exact_gelu {t} --to google --overwrite", r"DEST \S+ holds SOURCE"),
     # options of another task, as the command's flags
     ("finetune --preset tiny --batching length --output {t}/opt_out",
      "Task 'sentiment' takes no options; got --batching 'length'"),
@@ -198,6 +211,7 @@ def test_bad_flags_and_files_end_in_one_error_line(tmp_path):
     assert not (tmp_path / "pretrain_out").exists() and not (tmp_path / "out").exists()
     assert not (tmp_path / "flash_out").exists() and not (tmp_path / "opt_out").exists()
     assert [p.name for p in (tmp_path / "keep").iterdir()] == ["notes.txt"]
+    assert (tmp_path / "list.yaml").is_file() and (tmp_path / "small_run" / "run.json").is_file()
     assert not any((tmp_path / "served").glob("[0-9]*"))
     assert not list(tmp_path.glob("answers_*")) and not (tmp_path / "empty_out").exists()
 

@@ -146,7 +146,7 @@ def test_finetune_keeps_a_finished_run_and_evaluate_its_scores(sentiment_run, tm
         "afresh" in done[0].stderr
     assert (sentiment_run / "model.keras").stat().st_mtime_ns == before
     assert f"{tmp_path / 'file'} is a file" in done[1].stderr
-    assert f"--output {tmp_path / 'file'} is a file" in done[2].stderr
+    assert f"{tmp_path / 'file'} is a file, not a directory for --output" in done[2].stderr
     other = json.loads((sentiment_run / "eval_glue-SST-2_dev" / "metrics.json").read_text())
     assert other["task"] == "glue:SST-2" and other["examples"] == 2
 
@@ -200,12 +200,23 @@ def test_a_runs_fine_tuned_encoder_converts_to_tf_hub(sentiment_run, tmp_path):
     from) behind TF Hub's preprocessor and encoder, at the run's sequence length."""
     import keras
 
-    run(KBERT + ["convert", sentiment_run, tmp_path / "hub", "--to", "tf_hub"])
+    run_together(KBERT + ["convert", sentiment_run, tmp_path / "hub", "--to", "tf_hub"],
+                 # the same encoder as a SavedModel of its own (the run's labels stay behind:
+                 # "label_names apply to classifiers, not to a backbone" refused it)
+                 KBERT + ["export", sentiment_run, tmp_path / "encoder", "--task", "backbone"])
     length, pooled = python(HUB_ENCODE, tmp_path / "hub", TEXT)
+    served = python(SERVE_ENCODER, tmp_path / "encoder" / "1", TEXT)
     model = keras.saving.load_model(sentiment_run / "model.keras")
     assert length == model.preprocessor.sequence_length
     expected = model.backbone(model.preprocessor([TEXT]))["pooled_output"]
     np.testing.assert_allclose(pooled, np.asarray(expected)[0], atol=1e-5)
+    np.testing.assert_allclose(served, np.asarray(expected)[0], atol=1e-5)
+
+
+SERVE_ENCODER = ("import json, sys, tensorflow as tf, tensorflow_text; "
+                 "f = tf.saved_model.load(sys.argv[1]).signatures['serving_default']; "
+                 "print(json.dumps(f(text=tf.constant([sys.argv[2]]))['pooled_output']"
+                 ".numpy()[0].tolist()))")
 
 
 HF_PIPELINE = ("import json, sys, transformers; "
@@ -258,8 +269,11 @@ def test_a_classifier_run_converts_to(fmt, sentiment_run, tmp_path, capsys):
     if flags:  # refused without them, naming them (in-process: a refusal needs no process)
         assert main([str(c) for c in command[len(KBERT):]]) == 2
         assert flags[0] in capsys.readouterr().err and not (tmp_path / fmt).exists()
-    out, _ = run(command + flags)
+    out, err = run(command + flags)
     assert says in out
+    if flags:  # the warning in one line of the command's, not Python's path, class and code
+        assert "kbert convert: warning: keras-hub's BertBackbone cannot compute this model " \
+            "exactly" in err and "UserWarning" not in err
     logits = python(PREDICT_CONVERTED.format(load=load), tmp_path / fmt, TEXT)[0]
     model = keras.saving.load_model(sentiment_run / "model.keras")
     np.testing.assert_allclose(logits, model.predict([TEXT], verbose=0)[0], atol=atol)

@@ -5,7 +5,7 @@ read the way `kbert predict` reads it, then written by `export_saved_model`."""
 import os
 import pathlib
 
-from kbert.export.saved_model import export_saved_model
+from kbert.export.saved_model import export_saved_model, version_directory
 
 
 def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
@@ -38,6 +38,7 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
     """
     from kbert.export.serving_tasks import TASKS
 
+    version_directory(pathlib.Path(os.path.abspath(output_dir)), version, overwrite)  # first
     kbert_task = None if task is None or task in TASKS else task
     info, model = _load_model(pathlib.Path(model_path), allow_pickle, kbert_task,
                               null_threshold, top_k)
@@ -47,8 +48,8 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
     preprocessor = _preprocessor(model, vocabulary, lowercase, sequence_length)
     if task is not None and pathlib.Path(model_path).is_dir():
         model, preprocessor = _for_export_task(model, preprocessor, task, model_path)
-    if label_names is None and info.get("kind") == "classification":
-        label_names = info.get("label_names")
+    if label_names is None and info.get("kind") == "classification" and task != "backbone":
+        label_names = info.get("label_names")  # not for the run's encoder alone
     if sentence_pair is None:
         sentence_pair = bool(info.get("sentence_pair"))
     squad = {"squad_version": info.get("version", "1.1"),

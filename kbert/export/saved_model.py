@@ -25,7 +25,8 @@ import tempfile
 
 import tensorflow as tf
 
-from kbert.atomic import atomic_directory, clean_staging, process_alive, staging_entries
+from kbert.atomic import (atomic_directory, check_directory_target, clean_staging, process_alive,
+                          staging_entries)
 from kbert.export import serving_ops, warmup
 from kbert.export.signatures import (CLASSIFY_INPUT, EXAMPLES_INPUT, SERVING_METHODS,
                                      ServingModule)
@@ -105,7 +106,7 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
     if preprocessor is None:
         preprocessor = getattr(model, "preprocessor", None)
     clean_export_staging(base)
-    version, target = _version_directory(base, version, overwrite)
+    version, target = version_directory(base, version, overwrite)
     module = ServingModule(model, preprocessor, task=task, label_names=label_names,
                            sentence_pair=sentence_pair, squad_version=squad_version,
                            null_threshold=null_threshold, top_k=top_k)
@@ -143,9 +144,11 @@ def _set_method_name(export_dir, signature):
     fingerprinting_utils.write_fingerprint(str(export_dir))
 
 
-def _version_directory(base, version, overwrite):
+def version_directory(base, version, overwrite):
     """(version, base/version): the next version by default; an existing one only with
-    `overwrite`, since TF Serving may be serving it."""
+    `overwrite`, since TF Serving may be serving it. Cheap: `export_from_cli` calls it before
+    it loads the model, to refuse a bad target first."""
+    check_directory_target(base, "directory for the model's versions")
     if version is None:
         version = next_version(base)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:

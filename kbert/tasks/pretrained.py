@@ -5,7 +5,7 @@ what `kbert evaluate`, `predict` and `export` read)."""
 import warnings
 
 from kbert.config import pop_rates
-from kbert.runs import RunDirectory
+from kbert.runs import RunDirectory, RunError
 
 # The preprocessor each task class packs its raw inputs with, its default length, and whether
 # that default is cut to a smaller model's positions (a longer row would embed no position).
@@ -183,7 +183,11 @@ def open_model(path, allow_pickle=False):
     model = open_masked_lm(path, allow_pickle)
     if model is not None:
         return model, None, None
-    run = RunDirectory.open(path)
+    try:
+        run = RunDirectory.open(path)
+    except RunError as error:
+        raise RunError(f"{str(error)[:-1]}, or a checkpoint directory with a fine-tuned or "
+                       "masked-LM head (transformers, Google, keras-hub).") from None
     info = run.info  # first: a broken run.json is named before the model is read
     return run.load_model(), info, info.get("label_names")
 

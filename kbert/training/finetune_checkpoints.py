@@ -16,6 +16,7 @@ import math
 import os
 import shutil
 
+from kbert.atomic import check_directory_target
 from kbert.runs import RunDirectory
 
 CHECKPOINTS = "checkpoints"
@@ -56,8 +57,7 @@ def run_record(config, spec, sequence_length, plan):
 def check_output(output_dir, overwrite):
     """Before any work: `output_dir` must be a directory (or not yet exist), and one that holds
     a finished run is replaced only with `overwrite`."""
-    if os.path.lexists(output_dir) and not output_dir.is_dir():
-        raise FileExistsError(f"{output_dir} is a file, not a directory for the run.")
+    check_directory_target(output_dir, "directory for the run")
     if RunDirectory.is_run(output_dir) and not overwrite:
         raise FileExistsError(
             f"{output_dir} holds a finished {_task_of(output_dir)} run; pass overwrite=True "
