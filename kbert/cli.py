@@ -1,12 +1,12 @@
 """The `kbert` command: a thin layer over the library, one subcommand per job."""
 
-import re
 import sys
-import warnings
 
 from kbert import cli_parser
 from kbert.cli_config import parse
 from kbert.cli_convert import convert
+from kbert.cli_messages import (USER_ERRORS, in_cli_terms,  # noqa: F401  (importable here)
+                                out_of_memory, out_of_memory_advice, plain_warnings, user_error)
 from kbert.cli_parser import FORMATS  # noqa: F401  (importable from here as before)
 
 
@@ -228,71 +228,6 @@ def build_parser():
         "quickstart": _quickstart})
 
 
-def _out_of_memory(error):
-    tensorflow = sys.modules.get("tensorflow")
-    return isinstance(error, MemoryError) or (
-        tensorflow is not None and isinstance(error, tensorflow.errors.ResourceExhaustedError))
-
-
-def _out_of_memory_advice(args):
-    """What to retry with after training ran out of memory at `args.batch_size`."""
-    if args.batch_size <= 1:
-        return ("ran out of memory at batch size 1: retry with a shorter --sequence-length or "
-                "a smaller model (--preset).")
-    retry = f"--batch-size {args.batch_size // 2}"
-    if getattr(args, "gradient_accumulation_steps", None):
-        retry += (f" --gradient-accumulation-steps {2 * args.gradient_accumulation_steps} "
-                  "(the same batch per update)")
-    return (f"ran out of memory at batch size {args.batch_size}: retry with a smaller batch, "
-            f"e.g. {retry}.")
-
-
-USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, PermissionError,
-               IsADirectoryError, NotADirectoryError)
-"""What a user's input or files cause (kbert's errors subclass ValueError): one line on stderr
-and exit status 2, never a traceback."""
-
-
-def _user_error(command, error, parser=None) -> int:
-    message = str(error)
-    subcommand = getattr(parser, "commands", {}).get(command)
-    if subcommand is not None:
-        message = in_cli_terms(message, subcommand)
-    print(f"kbert {command}: error: {message}", file=sys.stderr)
-    return 2
-
-
-def in_cli_terms(message, subcommand):
-    """A library error as the command line says it: for this command's options,
-    `allow_pickle=True` → `--allow-pickle`, `sequence_length=600` → `--sequence-length 600`,
-    `batch_size` → `--batch-size` (Python names only in snake_case or with `=`, so that plain
-    words stay words; never a name in double quotes, a JSON key as a file spells it)."""
-    flags = {action.dest: action.option_strings[-1] for action in subcommand._actions
-             if any(o.startswith("--") for o in action.option_strings)}
-
-    def flag(match):
-        name, value = match.group(1), match.group(2)
-        if name not in flags or (value is None and "_" not in name):
-            return match.group(0)
-        if value in (None, "True"):
-            return flags[name]
-        return f"{flags[name]} {value}"
-
-    return re.sub(r'(?<!")`?\b([a-z][a-z0-9_]*)\b(?:=([^\s`,;:)]+))?`?', flag, message)
-
-
-def _plain_warnings(command, parser):
-    """Warnings as one line, `kbert CMD: warning: ...` in the command's terms, not Python's
-    `/path/to/kbert/module.py:235: UserWarning: ...` and the line of code that warned."""
-    subcommand = getattr(parser, "commands", {}).get(command)
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        text = in_cli_terms(str(message), subcommand) if subcommand else str(message)
-        print(f"kbert {command}: warning: {text}", file=file or sys.stderr)
-
-    warnings.showwarning = show
-
-
 def main(argv=None) -> int:
     """The `kbert` script (`argv` None: the command line); with `argv`, the command run from
     Python, which keeps Python's own warnings (a caller may be recording them)."""
@@ -302,17 +237,17 @@ def main(argv=None) -> int:
     try:
         args = parse(parser, argv)
     except USER_ERRORS as error:  # a --config file's errors name its keys as written
-        return _user_error(argv[0], error)
+        return user_error(argv[0], error)
     if from_script:
-        _plain_warnings(args.command, parser)
+        plain_warnings(args.command, parser)
     try:
         return args.run(args)
     except USER_ERRORS as error:
-        return _user_error(args.command, error, parser)
+        return user_error(args.command, error, parser)
     except Exception as error:
-        if getattr(args, "batch_size", None) is None or not _out_of_memory(error):
+        if getattr(args, "batch_size", None) is None or not out_of_memory(error):
             raise
-        return _user_error(args.command, _out_of_memory_advice(args))
+        return user_error(args.command, out_of_memory_advice(args))
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ FLOORS = {
     "kbert.presets": 5, "kbert.runs": 5,  # names and run directories → models, tokenizers
     "kbert.tasks": 6,
     "kbert.training": 7, "kbert.export": 7,
-    "kbert.cli": 8, "kbert.cli_config": 8, "kbert.cli_convert": 8, "kbert.cli_parser": 8,
-    "kbert.cli_types": 8,
+    "kbert.cli": 8, "kbert.cli_config": 8, "kbert.cli_convert": 8, "kbert.cli_messages": 8,
+    "kbert.cli_parser": 8, "kbert.cli_types": 8,
     "kbert.quickstart": 8,
     "kbert": 8,
 }

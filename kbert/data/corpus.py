@@ -1,7 +1,6 @@
 """Plain-text corpora: the user's text files, or the built-in Wikipedia lead sections."""
 
 import json
-import pathlib
 
 from kbert.data.sources import fetch
 from kbert.text.utf8 import utf8_lines
@@ -18,6 +17,6 @@ def text_lines(paths):
     """Non-empty lines of UTF-8 text files, in order (a line that is not UTF-8 is an error
     naming it)."""
     for path in paths:
-        for line in utf8_lines(pathlib.Path(path)):
+        for line in utf8_lines(path):
             if line.strip():
                 yield line.rstrip("\r\n")

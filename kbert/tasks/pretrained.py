@@ -5,7 +5,7 @@ what `kbert evaluate`, `predict` and `export` read)."""
 import warnings
 
 from kbert.config import pop_rates
-from kbert.runs import RunDirectory, RunError
+from kbert.runs import INFO_FILE, MODEL_FILE, RunDirectory, RunError
 
 # The preprocessor each task class packs its raw inputs with, its default length, and whether
 # that default is cut to a smaller model's positions (a longer row would embed no position).
@@ -186,8 +186,9 @@ def open_model(path, allow_pickle=False):
     try:
         run = RunDirectory.open(path)
     except RunError as error:
-        raise RunError(f"{str(error)[:-1]}, or a checkpoint directory with a fine-tuned or "
-                       "masked-LM head (transformers, Google, keras-hub).") from None
+        raise RunError(f"{str(error).removesuffix('.')}, or a checkpoint directory with a "
+                       "fine-tuned or masked-LM head (transformers, Google, keras-hub)."
+                       ) from None
     info = run.info  # first: a broken run.json is named before the model is read
     return run.load_model(), info, info.get("label_names")
 
@@ -214,11 +215,12 @@ def open_task_model(path, task=None, data_dir=None, allow_pickle=False, null_thr
                          "task to score it on: give one, e.g. task=squad.")
     if task is None and not with_data:
         spec = spec_of_run(info) if info is not None else spec_of_model(model, label_names)
-        if info is not None:
-            _check_run_model(spec, model, label_names, path)
     else:
         spec = get_spec(task, data_dir) if task is not None else get_spec(
             info["task"], data_dir or info.get("data_dir"), **info.get("task_options", {}))
+    if task is None and info is not None:  # the run's own task, from its run.json
+        _check_run_model(spec, model, label_names, path)
+    elif task is not None:  # a checkpoint's spec is read off its model: it fits
         spec.fit_to(model, label_names)
     return with_top_k(with_null_threshold(spec, null_threshold), top_k), model
 
@@ -226,8 +228,6 @@ def open_task_model(path, task=None, data_dir=None, allow_pickle=False, null_thr
 def _check_run_model(spec, model, label_names, path):
     """A run's model.keras must be of the task its run.json names (a model copied in from
     another run answered with a traceback, or was exported under the other run's labels)."""
-    from kbert.runs import INFO_FILE, MODEL_FILE, RunError
-
     try:
         spec.fit_to(model, label_names)
     except ValueError as error:

@@ -12,7 +12,7 @@ import itertools
 import json
 import re
 
-from kbert.text.utf8 import without_lone_surrogates
+from kbert.text.utf8 import BOM, without_lone_surrogates
 
 REQUEST_KEYS = ("text", "text_pair", "choices", "question", "context")
 
@@ -34,7 +34,7 @@ def read_requests(lines):
                 raise ValueError(f"line {number}: not UTF-8 text (byte {error.start + 1} of "
                                  f"the line).") from None
         if number == 1:
-            line = line.removeprefix("\ufeff")
+            line = line.removeprefix(BOM)
         if not line.strip():
             continue
         try:

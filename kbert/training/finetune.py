@@ -105,9 +105,9 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     config = config or FinetuneConfig(**settings)
     if data_dir is not None:  # run.json keeps it: `kbert evaluate` may run from elsewhere
         data_dir = os.path.abspath(data_dir)
-    resumable.check_output(pathlib.Path(config.output_dir), config.overwrite)
-    spec = _checked_spec(get_spec(task, data_dir, **(task_options or {})), config)
     output_dir = pathlib.Path(config.output_dir)
+    resumable.check_output(output_dir, config.overwrite)
+    spec = _checked_spec(get_spec(task, data_dir, **(task_options or {})), config)
     policy = dtype_policy(config.mixed_precision)
     keras.utils.set_random_seed(config.seed)
     splits = spec.splits()

@@ -13,7 +13,6 @@ everything of the old run (`RunDirectory.clear`), checkpoints included.
 
 import dataclasses
 import math
-import os
 import shutil
 
 from kbert.atomic import check_directory_target

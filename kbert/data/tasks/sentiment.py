@@ -8,8 +8,6 @@ from kbert.data.tasks.common import DataError, Task, check_text, fail, parse_lab
 
 
 MOVIE_REVIEWS_MEMBER = "hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt"
-
-
 MOVIE_REVIEWS_FILES = ("hutto_ICWSM_2014.tar.gz", "movieReviewSnippets_GroundTruth.txt")
 SEARCH_DEPTH = 3
 """A data directory is searched this many folders down for MOVIE_REVIEWS_FILES, not walked
