@@ -41,7 +41,10 @@ def check_token_inputs(features, limits):
             tf.shape(features[key]), shape,
             message=f"{key} must have the shape of token_ids ([batch, seq])"))
     with tf.control_dependencies(checks):  # ranges only over inputs of one shape
-        checks = []
+        # A row needs its first token: the pooled output reads it (else a strided-slice error).
+        checks = [tf.debugging.assert_positive(
+            shape[-1], message="token_ids rows must hold at least one token ([CLS]); got "
+                               "rows of length 0")]
         if limits.max_positions is not None:
             checks.append(tf.debugging.assert_less_equal(
                 shape[-1], limits.max_positions,

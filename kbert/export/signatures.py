@@ -24,8 +24,9 @@ Every export has these signatures, with method name "tensorflow/serving/predict"
 * `serve_token_ids`: the model's own inputs, int32 `token_ids`, `segment_ids`, `padding_mask`
   ([batch, seq], or [batch, num_choices, seq] for multiple choice), for clients that tokenize
   themselves. Same outputs. Ids outside the vocabulary, segments outside the model's types, a
-  mask not 0/1, rows longer than the model's positions or inputs of different shapes get an
-  InvalidArgument error naming the input (`kbert.tensorflow_input_checks`).
+  mask not 0/1, rows empty or longer than the model's positions, inputs of different shapes
+  or, for multiple choice, another number of choices get an InvalidArgument error naming the
+  input (`kbert.tensorflow_input_checks`; loaders do not enforce a signature's shape).
 
 Work per request is bounded: each text is cut, before tokenization, to the bytes its kept
 tokens can come from (`kbert.text.preprocessor_base`), and a span labeler's context or a token
@@ -57,7 +58,9 @@ Outputs, by task:
   tests/spans/reference_squad.py's `decode_answers`): `answer` string [batch] (the context's
   characters, "" for none), `start_char`, `end_char` int32 (code points, -1 for none), `score`
   float32 (best start + end logit), `null_score_diff` float32. `squad_version="2.0"` answers ""
-  when the null score beats the best by more than `null_threshold`. `serve_token_ids` returns
+  when the null score beats the best by more than `null_threshold`. A question without a word
+  piece (empty, blank) is an InvalidArgument error naming its row, as `kbert predict` refuses
+  it; a context without one answers "" (score -inf). `serve_token_ids` returns
   the windows' `start_logits`, `end_logits` float32 [batch, seq].
 * masked LM (fill-mask; a `BertPretrainer`): each "[MASK]" in `text` is a blank, the text
   around it tokenized as text (`BertFillMaskPreprocessor`); outputs the `top_k` likeliest word
@@ -233,8 +236,20 @@ class ServingModule(tf.Module):
         return self.task.outputs(outputs, features, self._label_table)
 
     def _serve_token_ids(self, token_ids, segment_ids, padding_mask):
+        if self.num_choices:
+            token_ids = self._check_choice_count(token_ids, "token_ids")
         return self._run(check_token_inputs({"token_ids": token_ids, "segment_ids": segment_ids,
                                              "padding_mask": padding_mask}, self.limits))
+
+    def _check_choice_count(self, tensor, name):
+        """`tensor` with a check that its dimension 1 holds `num_choices`: a signature's
+        declared shape is not enforced by the loaders (TF Serving, `tf.saved_model.load`)."""
+        check = tf.debugging.assert_equal(
+            tf.shape(tensor)[1], self.num_choices,
+            message=f"`{name}` must hold {self.num_choices} choices per question (this model "
+                    f"scores {self.num_choices}, its num_choices); got another count")
+        with tf.control_dependencies([check]):
+            return tf.identity(tensor)
 
     def _pack(self, inputs):
         packed = self.preprocessor(inputs)
@@ -258,6 +273,7 @@ class ServingModule(tf.Module):
             message="`choices` needs one row of choices per `text`")
         with tf.control_dependencies([check]):
             text = tf.identity(text)
+        choices = self._check_choice_count(choices, "choices")
         questions = tf.repeat(text, self.num_choices)
         packed = self._pack((questions, tf.reshape(choices, [-1])))
         seq = tf.shape(packed["token_ids"])[-1]

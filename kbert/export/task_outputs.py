@@ -125,7 +125,7 @@ def serve_spans(module, question, context):
     pre = module.preprocessor
     if not isinstance(pre, BertSpanPreprocessor):
         pre = BertSpanPreprocessor(pre.tokenizer, pre.sequence_length)
-    windows = pre.windows(question, context)
+    windows = pre.windows(question, context, require_questions=True)
     features = {k: windows[k] for k in INPUT_KEYS}
     features = trim_to_longest(features) if module.trim_padding else features
     logits = span_outputs(module.model(features, training=False), features, None)

@@ -91,6 +91,13 @@ def _check_spans(answer_starts, answer_ends, questions, contexts):
         return tf.identity(answer_starts), tf.identity(answer_ends)
 
 
+def _has_text(lengths, what):
+    """An assertion that every row has word pieces (`lengths` > 0), naming the first without."""
+    empty = tf.where(lengths <= 0)[:, 0]
+    return tf.debugging.Assert(tf.size(empty) == 0, [f"{what} of row", empty[:1],
+                                                     "has no text (no word piece)"])
+
+
 def _question_weights(sample_weight, contexts):
     """`example_weights` of one weight a question; `fit`'s weights paired by output refused."""
     if isinstance(sample_weight, dict):  # `fit`'s (start, end) weights, paired by output
@@ -167,9 +174,13 @@ class BertSpanPreprocessor(PreprocessorBase):
             parts += (tf.gather(_question_weights(sample_weight, x[1]), out["example_index"]),)
         return tf.nest.map_structure(lambda t: tf.boolean_mask(t, keep), parts)
 
-    def windows(self, questions, contexts, answer_starts=None, answer_ends=None):
+    def windows(self, questions, contexts, answer_starts=None, answer_ends=None,
+                require_questions=False):
         """The class docstring's dict of windows of `(questions, contexts)`, with targets
-        when the answers' character spans are given."""
+        when the answers' character spans are given. `require_questions`: a question without
+        a word piece (empty, blank, or only characters the tokenizer drops) asks nothing, an
+        InvalidArgument error naming its row rather than a span of the context (for requests;
+        datasets are read as they are). A context without one has no answer ("", score -inf)."""
         if (answer_starts is None) != (answer_ends is None):
             raise ValueError("Give both answer_starts and answer_ends, or neither.")
         questions = string_batch(questions, "BertSpanPreprocessor", "questions")
@@ -188,6 +199,9 @@ class BertSpanPreprocessor(PreprocessorBase):
                              for t in self.tokenizer.tokenize_with_offsets(cut, "char"))
         ids, starts, ends = (tf.gather(t, which) for t in (ids, starts, ends))
         n, q = ids.row_lengths(), question_ids.row_lengths()
+        if require_questions:
+            with tf.control_dependencies([_has_text(q, "question")]):
+                q = tf.identity(q)
         example, begin, length = window_plan(n, self.sequence_length - q - 3,
                                              self.doc_stride)
         positions, is_max = max_context_flags(example, begin, length, n)

@@ -414,6 +414,14 @@ def test_multiple_choice(tiny, tmp_path):
     empty = sig["serving_default"](text=tf.constant([], tf.string),
                                    choices=tf.zeros([0, 3], tf.string))
     assert empty["probabilities"].shape == (0, 3)
+    # A loaded signature does not enforce its declared [None, 3]: another count is named
+    # (it was TensorFlow's "Incompatible shapes: [3] vs. [2]" or a reshape error).
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`choices` must hold 3 choices"):
+        sig["serving_default"](text=tf.constant(question), choices=tf.constant(
+            [row[:2] for row in choices]))
+    ids = tf.ones([2, 2, 4], tf.int32)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`token_ids` must hold 3 choices"):
+        sig["serve_token_ids"](token_ids=ids, segment_ids=ids * 0, padding_mask=ids)
     assert serving_ops.unservable_ops(path) == {}
 
 

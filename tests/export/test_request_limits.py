@@ -60,6 +60,7 @@ BAD_INPUTS = [  # (change to a valid request, words the error must hold)
     ({"segment_ids": [[0, 0, 0]]}, "segment_ids must have the shape of token_ids"),
     ({k: [[5] * 129] for k in ("token_ids", "segment_ids")} | {"padding_mask": [[1] * 129]},
      "at most 128 tokens"),
+    ({k: [[]] for k in KEYS}, "at least one token"),  # was a strided-slice error
 ]
 
 

@@ -73,6 +73,13 @@ def test_exported_span_labeler_answers_as_the_python_path(model, tmp_path):
     assert len(long_case["token_ids"]) > 1
     predictions = check(loaded["serving_default"], model, spans, "1.1")
     assert sum(p != "" for p in predictions.values()) >= 3
+    # A question without a word piece asks nothing: refused, naming its row, as `kbert
+    # predict` refuses it (tests/spans/test_finetune_spans.py), not answered with a span.
+    for blank in ("", "  ", "\u200b"):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=r"\[question of row\] \[1\] \[has no text"):
+            loaded["serving_default"](question=tf.constant(["Who visited Paris?", blank]),
+                                      context=tf.constant([CASES[0][1]] * 2))
     windows = spans.windows(tf.constant([CASES[0][0]]), tf.constant([CASES[0][1]]))
     logits = loaded["serve_token_ids"](**{k: windows[k] for k in
                                           ("token_ids", "segment_ids", "padding_mask")})
