@@ -204,7 +204,7 @@ def _export(args) -> int:
     path = export_from_cli(
         args.model, args.output_dir, vocabulary=args.vocab,
         lowercase=False if args.cased else None, sequence_length=args.sequence_length,
-        version=args.version, label_names=args.labels, sentence_pair=args.pair or None,
+        version=args.version, label_names=args.labels, sentence_pair=args.sentence_pair or None,
         task=args.task, warmup_texts=[] if args.no_warmup else None, overwrite=args.overwrite,
         allow_pickle=args.allow_pickle, null_threshold=args.null_threshold, top_k=args.top_k)
     print(f"Exported {args.model} to {path}")

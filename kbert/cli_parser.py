@@ -182,7 +182,7 @@ def _export_parser(commands):
     export.add_argument("--version", type=positive_int,
                         help="default: one more than the latest")
     export.add_argument("--labels", help="comma-separated label names, in label-id order")
-    export.add_argument("--pair", action="store_true",
+    export.add_argument("--pair", action="store_true", dest="sentence_pair",
                         help="inputs are text + text_pair (default: as the run was trained)")
     export.add_argument("--task", help="export a run or checkpoint as this kbert task (e.g. "
                                        "squad2: answers may be empty); for a plain Keras "

@@ -186,6 +186,20 @@ def test_a_run_whose_model_is_of_another_task_is_named(sentiment_run, tmp_path):
     assert not (tmp_path / "served").exists()
 
 
+@pytest.mark.slow
+def test_export_refuses_pairs_for_a_single_sentence_run(sentiment_run, tmp_path):
+    """`kbert export RUN OUT --pair` of a run trained on single sentences served it pairs
+    without a word."""
+    proc = subprocess.run([str(c) for c in KBERT + ["export", sentiment_run,
+                                                     tmp_path / "served", "--pair"]],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().endswith(
+        "answers task 'sentiment' with single sentences, as it was trained: --pair would "
+        "serve it text pairs it never saw."), proc.stderr[-3000:]
+    assert not (tmp_path / "served").exists()
+
+
 HUB_ENCODE = ("import json, sys, tensorflow as tf, tensorflow_text; "
               "pre = tf.saved_model.load(sys.argv[1] + '/preprocessor'); "
               "enc = tf.saved_model.load(sys.argv[1] + '/encoder'); "

@@ -51,6 +51,10 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
         model, preprocessor = _for_export_task(model, preprocessor, task, model_path)
     if label_names is None and info.get("kind") == "classification" and task != "backbone":
         label_names = info.get("label_names")  # not for the run's encoder alone
+    if sentence_pair and info.get("sentence_pair") is False:  # known: single sentences
+        raise ValueError(f"{model_path} answers task {info['task']!r} "
+                         "with single sentences, as it was trained: sentence_pair=True would "
+                         "serve it text pairs it never saw.")
     if sentence_pair is None:
         sentence_pair = bool(info.get("sentence_pair"))
     squad = {"squad_version": info.get("version", "1.1"),
@@ -83,15 +87,18 @@ def _load_model(model_path, allow_pickle=False, task=None, null_threshold=None, 
     """(what the task says of the model: kind, label names, pair-ness, SQuAD version and
     options; the model) for a run directory or a checkpoint directory holding a fine-tuned
     head (`open_task_model`, as `kbert predict` reads them, `task` a kbert task name or None);
-    ({}, the model) for a .keras file."""
+    ({}, the model) for a .keras file (a run's own model.keras: as its run)."""
     import keras
 
+    from kbert.runs import MODEL_FILE, RunDirectory
     from kbert.tasks.pretrained import open_task_model
 
+    if model_path.name == MODEL_FILE and RunDirectory.is_run(model_path.parent):
+        model_path = model_path.parent  # a run's model file: with its labels, pair-ness, ...
     if model_path.is_dir():
         spec, model = open_task_model(model_path, task, allow_pickle=allow_pickle,
                                       null_threshold=null_threshold, top_k=top_k)
-        return {"kind": spec.kind, **spec.info()}, model
+        return {"kind": spec.kind, "task": spec.name, **spec.info()}, model
     for name, value in (("task", task), ("null_threshold", null_threshold), ("top_k", top_k)):
         if value is not None:
             raise ValueError(f"{name}={value!r} is for a run or checkpoint directory; "
@@ -108,9 +115,16 @@ def _preprocessor(model, vocabulary, lowercase, sequence_length):
 
     preprocessor = getattr(model, "preprocessor", None)
     if vocabulary is not None:
-        if pathlib.Path(os.fspath(vocabulary)).is_file():  # a vocab.txt
+        from kbert.presets import WEIGHT_PRESETS
+
+        where = pathlib.Path(os.fspath(vocabulary)).expanduser()
+        if not where.exists() and vocabulary not in WEIGHT_PRESETS:
+            raise FileNotFoundError(
+                f"No vocabulary at {where}: the vocabulary is a vocab.txt, a checkpoint "
+                f"directory holding one, or a weights preset ({', '.join(WEIGHT_PRESETS)}).")
+        if where.is_file():  # a vocab.txt
             casing = True if lowercase is None else lowercase
-            tokenizer = BertTokenizer(vocabulary, lowercase=casing)
+            tokenizer = BertTokenizer(where, lowercase=casing)
         else:
             tokenizer = BertTokenizer.from_pretrained(vocabulary, lowercase=lowercase)
         preprocessor = BertPreprocessor(tokenizer, sequence_length=sequence_length or 128)

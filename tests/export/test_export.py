@@ -451,6 +451,13 @@ def test_export_from_cli(tiny, tmp_path):
                                expected, atol=1e-5)
     meta = json.loads((path / "assets.extra" / "kbert_export.json").read_text())
     assert meta["sequence_length"] == 16 and meta["label_names"] == ["bad", "good"]
+    with pytest.raises(ValueError, match="answers task 'toy' with single sentences"):
+        export_from_cli(tmp_path / "run", tmp_path / "served_pair", sentence_pair=True)
+    # The run's own model.keras named as a file: still the run's label names (were "0", "1").
+    path = export_from_cli(tmp_path / "run" / "model.keras", tmp_path / "served_file",
+                           warmup_texts=[])
+    out = _load(path)["serving_default"](text=texts)
+    assert out["label"].numpy().tolist() == [[b"bad", b"good"][int(expected.argmax())]]
 
     # A bare .keras file saved without a preprocessor, given a vocabulary and a length.
     bare = BertClassifier(backbone, num_classes=2)
@@ -459,6 +466,10 @@ def test_export_from_cli(tiny, tmp_path):
     path = export_from_cli(tmp_path / "bare.keras", tmp_path / "served2",
                            vocabulary=tmp_path / "vocab.txt", sequence_length=16,
                            label_names="bad,good", warmup_texts=[])
+    with pytest.raises(FileNotFoundError, match="No vocabulary at .*missing.txt: the "
+                       "vocabulary is a vocab.txt"):  # was "No checkpoint at ..."
+        export_from_cli(tmp_path / "bare.keras", tmp_path / "served3",
+                        vocabulary=tmp_path / "missing.txt", warmup_texts=[])
     out = _load(path)["serving_default"](text=texts)
     expected = tf.nn.softmax(bare(pre(texts))).numpy()  # its own head
     np.testing.assert_allclose(out["probabilities"], expected, atol=1e-5)
