@@ -4,6 +4,7 @@ import keras
 
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone, whole_number
+from kbert.models.pearson import Pearson
 from kbert.models.task import BertTask, classification_defaults
 
 
@@ -19,9 +20,8 @@ class BertClassifier(BertTask):
     output [batch, 1] is the predicted score.
 
     `compile()` defaults: sparse categorical cross-entropy on the logits and `accuracy` for
-    classification; mean squared error with `mse` and `pearson` (a batch-level Pearson estimate;
-    use `kbert.evaluation.pearson` on the full predictions for the reported number) for
-    regression.
+    classification; mean squared error with `mse` and `pearson` (over all the examples seen,
+    `kbert.models.pearson.Pearson`, not Keras' mean of per-batch correlations) for regression.
 
     >>> model = BertClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=3)
     """
@@ -66,7 +66,7 @@ class BertClassifier(BertTask):
             loss = keras.losses.MeanSquaredError()
         if metrics is None:
             metrics = [keras.metrics.MeanSquaredError("mse"),
-                       keras.metrics.PearsonCorrelation(name="pearson")]
+                       Pearson()]
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def task_config(self):
