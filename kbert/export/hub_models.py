@@ -4,7 +4,8 @@ Garden's `export_tfhub`) runs on a kbert model unchanged: `hub.KerasLayer(...)` 
 "Classify text with BERT" tutorial, `preprocessor.bert_pack_inputs` in its GLUE one.
 
     EXPORT_DIR/preprocessor/  preprocessor(text) -> encoder inputs [batch, sequence_length];
-                              .tokenize(text) -> int32 RaggedTensor [batch, (tokens)];
+                              .tokenize(text) -> int32 RaggedTensor [batch, (words),
+                              (tokens)];
                               .bert_pack_inputs([tokens_a(, tokens_b)], seq_length=...)
     EXPORT_DIR/encoder/       encoder(inputs, training=False) -> sequence_output,
                               pooled_output, default (= pooled_output), encoder_outputs (every
@@ -72,7 +73,7 @@ def _preprocessor_object(preprocessor, scratch):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(text):
-        return tokenizer(text)
+        return tokenizer.tokenize_words(text)
 
     @tf.function
     def bert_pack_inputs(inputs, seq_length=default_length):

@@ -143,10 +143,17 @@ class BertTokenizer(keras.layers.Layer):
         return (tf.expand_dims(text, 0) if scalar else text), scalar
 
     def call(self, inputs):
+        ids = self.tokenize_words(inputs)
+        return ids.merge_dims(-2, -1)
+
+    def tokenize_words(self, inputs):
+        """Ids grouped by word: ragged int32 [batch, (words), (pieces)] ([(words), (pieces)]
+        for a scalar), the form of tensorflow_text's BertTokenizer and TF Hub's BERT
+        preprocessors' `tokenize`."""
         text, scalar = self._prepare(inputs)
         normalized, _, _ = self._basic.normalize(text)
         words, _, _, _ = self._words(normalized)
-        ids = self._wordpiece.tokenize(words).merge_dims(1, 2)
+        ids = self._wordpiece.tokenize(words)
         return ids[0] if scalar else ids
 
     def tokenize(self, inputs):

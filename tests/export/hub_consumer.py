@@ -29,19 +29,19 @@ def read_back(export_dir, job):
                           arguments=dict(seq_length=job["pair_length"]))
     first, second = (tf.constant(list(column)) for column in zip(*job["pairs"]))
     pairs = pack([tokenize(first), tokenize(second)])
-    # Grouped into words (tensorflow_text.BertTokenizer's [batch, (words), (tokens)] form;
-    # here a word a token): packing flattens the groups.
-    def words(text):
-        tokens = preprocessor.tokenize(text)
-        return tokens.with_values(tf.RaggedTensor.from_row_lengths(
-            tokens.values, tf.ones_like(tokens.values, tf.int64)))
-
-    grouped = preprocessor.bert_pack_inputs([words(first), words(second)],
-                                            seq_length=job["pair_length"])
+    # `tokenize` groups tokens by word ([batch, (words), (tokens)]); packing flattens the
+    # groups, and takes tokens already flat ([batch, (tokens)]) too.
+    flat = preprocessor.bert_pack_inputs(
+        [preprocessor.tokenize(t).merge_dims(-2, -1) for t in (first, second)],
+        seq_length=job["pair_length"])
+    words = preprocessor.tokenize(tf.constant(job["texts"]))
     outputs = encoder(singles)
     result = {f"single/{k}": v.numpy() for k, v in singles.items()}
     result.update({f"pair/{k}": v.numpy() for k, v in pairs.items()})
-    result.update({f"grouped/{k}": v.numpy() for k, v in grouped.items()})
+    result.update({f"flat/{k}": v.numpy() for k, v in flat.items()})
+    result["words"] = np.asarray(json.dumps(words.to_list()))
+    result["words_shape"] = np.asarray([words.shape.rank, words.ragged_rank,
+                                        words.dtype == tf.int32])
     result.update({k: outputs[k].numpy() for k in ("sequence_output", "pooled_output",
                                                    "default")})
     result["encoder_outputs"] = np.stack([o.numpy() for o in outputs["encoder_outputs"]])

@@ -83,8 +83,20 @@ def test_encoder_inputs_are_hugging_faces(consumed, hugging_face):
     for key in singles:
         np.testing.assert_array_equal(got[f"single/{key}"][:len(TEXTS)], singles[key], key)
         np.testing.assert_array_equal(got[f"pair/{key}"], pairs[key], key)
-        np.testing.assert_array_equal(got[f"grouped/{key}"], pairs[key], key)
+        np.testing.assert_array_equal(got[f"flat/{key}"], pairs[key], key)
     assert got["single/input_mask"][3].sum() == LENGTH  # cut to the length
+    # `tokenize` gives TF Hub's [batch, (words), (tokens)] int32: Hugging Face's pieces
+    # grouped by the word each came from (its fast tokenizer's `word_ids`).
+    assert got["words_shape"].tolist() == [3, 2, 1]
+    words = json.loads(str(got["words"]))
+    # (Hugging Face reads a typed "[SEP]" as its separator: spaced out, it is the text kbert
+    # reads.)
+    for text, grouped in zip(TEXTS + [SEP_AS_TEXT.replace("[SEP]", "[ SEP ]")], words):
+        encoding = tokenizer(text, add_special_tokens=False)
+        expected = {}
+        for token, word in zip(encoding["input_ids"], encoding.word_ids()):
+            expected.setdefault(word, []).append(token)
+        assert grouped == list(expected.values()), text
     # "[SEP]" typed by a user is text: the only separator is the one packing adds.
     sep = tokenizer.sep_token_id
     assert list(got["single/input_word_ids"][-1]).count(sep) == 1
