@@ -7,6 +7,7 @@ import keras
 from kbert.config import BertConfig
 from kbert.layers import BertEmbeddings, TransformerEncoderBlock, attention_bias
 from kbert.layers import attention_kernel as kernels
+from kbert.models.frozen_layers import apply_trainable, frozen_layers
 from kbert.models.xla import default_jit_compile
 
 INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
@@ -14,15 +15,17 @@ INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
 
 
 def check_model_kwargs(cls, kwargs):
-    """Refuses keywords other than `name` and `trainable`: Keras' functional constructor keeps
-    those two and silently drops the rest, so `dropout=0.0` would train with 0.1."""
-    unknown = sorted(set(kwargs) - {"name", "trainable"})
+    """Refuses keywords other than `name`, `trainable` and `frozen_layers`: Keras' functional
+    constructor keeps the first two and silently drops the rest, so `dropout=0.0` would train
+    with 0.1. Returns `frozen_layers` (`kbert.models.frozen_layers`), taken out of `kwargs`."""
+    unknown = sorted(set(kwargs) - {"name", "trainable", "frozen_layers"})
     if unknown:
         hint = (" The encoder's dropout rates are BertConfig fields (hidden_dropout, "
                 "attention_dropout); `from_pretrained` also takes them."
                 if any("dropout" in name for name in unknown) else "")
         raise TypeError(f"{cls.__name__} got unexpected keyword argument(s) "
                         f"{', '.join(unknown)}.{hint}")
+    return kwargs.pop("frozen_layers", None) or ()
 
 
 def whole_number(name, value, least, what=None):
@@ -31,16 +34,6 @@ def whole_number(name, value, least, what=None):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
         raise ValueError(f"{name} must be {what or f'an integer >= {least}'}, got {value!r}.")
     return int(value)
-
-
-def spread_trainable(model):
-    """Freezes every layer of `model` when it was built with `trainable=False`. Keras' functional
-    constructor runs the `trainable` setter before it tracks the layers, so the flag reached
-    none of them: a frozen backbone rebuilt by `load_model` trained all its weights again."""
-    if not model.trainable:
-        # Not `model.trainable = False`: Keras' TensorFlow tracking skips assigning an
-        # attribute the value it already holds, setter included.
-        keras.layers.Layer.trainable.fset(model, False)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -77,7 +70,7 @@ class BertBackbone(keras.Model):
     def __init__(self, config: BertConfig, causal=False, output_hidden_states=False,
                  output_attentions=False, dtype=None, attention_implementation="auto",
                  **kwargs):
-        check_model_kwargs(type(self), kwargs)
+        frozen = check_model_kwargs(type(self), kwargs)
         # === Layers ===
         embeddings = BertEmbeddings(
             config.vocab_size, config.hidden_size, config.max_position_embeddings,
@@ -115,7 +108,7 @@ class BertBackbone(keras.Model):
         if output_attentions:
             outputs["attention_probs"] = attention_probs
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-        spread_trainable(self)
+        apply_trainable(self, frozen)
         if dtype is not None:
             # Keras' functional constructor drops `dtype`; task heads and get_config read it.
             self.dtype_policy = dtype
@@ -164,6 +157,7 @@ class BertBackbone(keras.Model):
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             "name": self.name,
             "trainable": self.trainable,
+            "frozen_layers": frozen_layers(self),
         }
 
     @classmethod

@@ -5,7 +5,8 @@ import keras
 
 from kbert import tensorflow_backend
 from kbert.models import xla
-from kbert.models.backbone import BertBackbone, check_model_kwargs, spread_trainable
+from kbert.models.backbone import BertBackbone, check_model_kwargs
+from kbert.models.frozen_layers import apply_trainable, frozen_layers
 from kbert.models.expected_warnings import expected_warnings_hidden
 from kbert.models.input_limits import check_preprocessor, model_limits
 from kbert.models.output_pairing import by_output
@@ -55,9 +56,9 @@ class BertTask(keras.Model):
     `fit` and `evaluate` check array labels against it."""
 
     def __init__(self, inputs, outputs, preprocessor=None, **kwargs):
-        check_model_kwargs(type(self), kwargs)
+        frozen = check_model_kwargs(type(self), kwargs)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-        spread_trainable(self)
+        apply_trainable(self, frozen)
         # Keras' functional constructor keeps no dtype: the task takes its backbone's policy
         # (its heads compute in it), so that `compile` wraps a float16 model's optimizer in
         # loss scaling, as Keras does for any mixed_float16 model.
@@ -84,6 +85,7 @@ class BertTask(keras.Model):
                              else keras.layers.serialize(self.preprocessor)),
             "name": self.name,
             "trainable": self.trainable,
+            "frozen_layers": frozen_layers(self),
         }
 
     @classmethod
