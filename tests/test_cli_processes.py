@@ -38,15 +38,18 @@ def run(command, timeout=900, cwd=None):
     return done.stdout, done.stderr
 
 
-def run_together(*commands, timeout=900):
+def run_together(*commands, timeout=900, expect=None):
     """(stdout, stderr) of each command, run side by side in new processes (they only read
-    what they share): most of a command's seconds are its single-threaded start."""
+    what they share): most of a command's seconds are its single-threaded start. `expect`:
+    each command's exit status (default 0: it must also be quiet)."""
     procs = [subprocess.Popen([str(c) for c in command], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for command in commands]
     outputs = [proc.communicate(timeout=timeout) for proc in procs]
-    for command, proc, (_, err) in zip(commands, procs, outputs):
-        assert proc.returncode == 0, f"{command} failed:\n{err[-3000:]}"
-        assert_quiet(command, err)
+    for command, proc, (_, err), status in zip(commands, procs, outputs,
+                                               expect or [0] * len(commands)):
+        assert proc.returncode == status, f"{command} exited {proc.returncode}:\n{err[-3000:]}"
+        if status == 0:
+            assert_quiet(command, err)
     return outputs
 
 
@@ -407,14 +410,20 @@ def test_squad_run_evaluates_predicts_and_serves_the_same_answers(tmp_path):
     requests = tmp_path / "questions.jsonl"
     requests.write_text("\n".join(json.dumps({"question": q, "context": CONTEXT})
                                   for q in (QUESTION, "Who saw the Mona Lisa?")))
-    (evaluated, _), (out, _), _, (many, _) = run_together(
+    blank = tmp_path / "blank.jsonl"  # a question without text, on line 4, is named by line
+    blank.write_text(requests.read_text() + "\n\n" + json.dumps(
+        {"question": " \u200b ", "context": CONTEXT}))
+    (evaluated, _), (out, _), _, (many, _), (_, refused) = run_together(
         KBERT + ["evaluate", output, "--max-eval-examples", "8"],
         # a byte that is not UTF-8 is read as U+FFFD, which the tokenizer deletes: the answer
         # is the plain question's (the file's first line, and the export's)
         without_task_data(KBERT + ["predict", output, "--question", os.fsdecode(
             QUESTION.encode() + b" \xff"), "--context", CONTEXT], tmp_path / "cache"),
         KBERT + ["export", output, tmp_path / "served"],
-        KBERT + ["predict", output, "--input", requests])
+        KBERT + ["predict", output, "--input", requests],
+        KBERT + ["predict", output, "--input", blank], expect=(0, 0, 0, 0, 2))
+    assert refused.strip().endswith('The "question" of line 4 is blank (no word piece: it is '
+                                    "empty, or only spaces or characters the tokenizer drops).")
     assert "squad dev (8 examples): exact_match" in evaluated
     assert fetched(tmp_path / "cache") == []
     answer = json.loads(out)

@@ -183,8 +183,9 @@ class SquadTask(TaskSpec):
             raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts.")
         lengths = model.preprocessor.tokenizer(list(questions)).row_lengths().numpy()
         if (lengths == 0).any():  # as the export refuses it (`windows(require_questions=True)`)
-            raise ValueError(f"The question of row {np.argmin(lengths)} has no text (no word "
-                             "piece: it is empty, blank or only characters the tokenizer drops).")
+            raise ValueError(f"The question of row {np.argmin(lengths)} is blank (no word "
+                             "piece: it is empty, or only spaces or characters the tokenizer "
+                             "drops).")
         found, _ = self.answers(model, questions, contexts, null_threshold=null_threshold)
         answers = [{"answer": a.decode(), "start": int(s), "end": int(e),
                     "score": float(score) if np.isfinite(score) else None,

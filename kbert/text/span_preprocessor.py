@@ -95,7 +95,7 @@ def _has_text(lengths, what):
     """An assertion that every row has word pieces (`lengths` > 0), naming the first without."""
     empty = tf.where(lengths <= 0)[:, 0]
     return tf.debugging.Assert(tf.size(empty) == 0, [f"{what} of row", empty[:1],
-                                                     "has no text (no word piece)"])
+                                                     "is blank (no word piece)"])
 
 
 def _question_weights(sample_weight, contexts):

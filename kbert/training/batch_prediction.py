@@ -80,5 +80,10 @@ def predict_requests(run_dir, lines, batch_size=64, allow_pickle=False, task=Non
             answers = spec.predict(model, **inputs)
         except ValueError as error:  # the spec names inputs as keys: quote them as JSON does
             message = re.sub(rf"\b({'|'.join(REQUEST_KEYS)})\b", r'"\1"', str(error))
-            raise ValueError(f"lines {chunk[0][0]}-{chunk[-1][0]}: {message}") from error
+            # and rows of the chunk (from 0) by their line numbers
+            message, named = re.subn(r"\b(row|Question) (\d+)\b", lambda m: (
+                f"{'line' if m[1] == 'row' else 'The question on line'} {chunk[int(m[2])][0]}"
+                if int(m[2]) < len(chunk) else m[0]), message)
+            where = "" if named else f"lines {chunk[0][0]}-{chunk[-1][0]}: "
+            raise ValueError(f"{where}{message}") from error
         yield from answers

@@ -77,7 +77,7 @@ def test_exported_span_labeler_answers_as_the_python_path(model, tmp_path):
     # predict` refuses it (tests/spans/test_finetune_spans.py), not answered with a span.
     for blank in ("", "  ", "\u200b"):
         with pytest.raises(tf.errors.InvalidArgumentError,
-                           match=r"\[question of row\] \[1\] \[has no text"):
+                           match=r"\[question of row\] \[1\] \[is blank"):
             loaded["serving_default"](question=tf.constant(["Who visited Paris?", blank]),
                                       context=tf.constant([CASES[0][1]] * 2))
     windows = spans.windows(tf.constant([CASES[0][0]]), tf.constant([CASES[0][1]]))

@@ -61,7 +61,7 @@ def test_finetune_squad2_from_v1_with_unanswerable_questions(tmp_path):
     # A question without text asks nothing: refused, as the export refuses it
     # (tests/export/test_span_signature.py). A context without text has no answer.
     for blank in ("", " ", "\u200b"):  # a zero-width space is a format character, dropped
-        with pytest.raises(ValueError, match="question of row 1 has no text"):
+        with pytest.raises(ValueError, match="question of row 1 is blank"):
             predict_run(run, question=["Who?", blank], context=[CONTEXT, CONTEXT])
     assert predict_run(run, question="Who?", context=" \t") == {
         "answer": "", "start": -1, "end": -1, "score": None, "null_score_diff": None}
