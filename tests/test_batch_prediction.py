@@ -40,3 +40,32 @@ def test_a_files_bytes_are_read_as_utf8_a_line_at_a_time():
     assert list(read_requests(lines)) == [(1, {"text": "café"}), (2, {"text": "b"})]
     with pytest.raises(ValueError, match=re.escape("line 2: not UTF-8 text (byte 14 of the")):
         list(read_requests([b'{"text": "a"}\n', b'{"text": "caf\xe9"}\n']))
+
+
+def test_a_request_the_model_refuses_is_named_by_its_line(tmp_path):
+    """A multiple-choice request with another number of choices, in the second chunk: the
+    error names its line in the file (it gave the chunk's lines and the row in the chunk)."""
+    import json
+
+    import keras
+
+    from kbert.models import BertBackbone, BertMultipleChoice
+    from kbert.runs import RunDirectory
+    from kbert.text import BertPreprocessor
+    from kbert.training.batch_prediction import predict_requests
+    from tests.spans.helpers import tiny_config, tokenizer
+
+    keras.utils.set_random_seed(0)
+    model = BertMultipleChoice(BertBackbone(tiny_config()), num_choices=2,
+                               preprocessor=BertPreprocessor(tokenizer(), sequence_length=16))
+    RunDirectory(tmp_path / "run").save(model, {
+        "task": "toy", "kind": "multiple_choice", "settings": {}, "label_names": None,
+        "num_classes": 2, "sentence_pair": False}, {})
+    lines = [json.dumps({"text": "the cat", "choices": choices}) for choices in
+             (["sat", "ran"], ["a", "b"], ["a", "b"], ["sat"], ["a", "b"])]
+    lines.insert(1, "")
+    answers = predict_requests(tmp_path / "run", lines, batch_size=2)
+    assert len([next(answers), next(answers)]) == 2
+    with pytest.raises(ValueError, match=r"^A toy model takes 2 \"choices\" a \"text\"; "
+                                         r"line 5 has 1 \('the cat'\)\.$"):
+        list(answers)

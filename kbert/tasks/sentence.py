@@ -135,10 +135,11 @@ class SentenceTask(TaskSpec):
             if choices is None:
                 raise ValueError(f"A {self.name} model needs choices for each text.")
             x = (texts, [list(choices)] if single else [list(c) for c in choices])
-            for text, row in zip(*x):
+            for n, (text, row) in enumerate(zip(*x)):
                 if len(row) != self.task.num_classes:
                     raise ValueError(f"A {self.name} model takes {self.task.num_classes} "
-                                     f"choices a text; got {len(row)} for {text[:60]!r}.")
+                                     f"choices a text; row {n} has {len(row)} "
+                                     f"({text[:60]!r}).")
         elif self.task.is_pair not in (None, text_pair is not None):  # None: either
             # A pair model fed one sentence (or the reverse) answers, but about other input.
             raise ValueError(f"A {self.name} model reads sentence pairs: give text_pair too."
