@@ -36,8 +36,9 @@ class Checks:
         if entry == "choices":
             return fn(text=s(texts), choices=self.tf.reshape(s(seconds), [n, NUM_CHOICES])), \
                 seconds
-        if entry == "span":
-            return fn(question=s(seconds), context=s(texts)), seconds
+        if entry == "span":  # hostile questions with a word: a blank one is refused
+            questions = [b"who " + q for q in seconds]  # (`_malformed` asks one)
+            return fn(question=s(questions), context=s(texts)), seconds
         return fn(text=s(texts)), seconds
 
     def normal(self, entry):
@@ -172,7 +173,8 @@ class Checks:
     # --- requests that are wrong in themselves --------------------------------------------
 
     def _malformed(self, entry, index):
-        """A request no signature may answer: mismatched batch sizes, numbers for strings."""
+        """A request no signature may answer: mismatched batch sizes, numbers for strings, a
+        blank question."""
         s = self._strings
         fn = self.signatures[entry]["serving_default"]
         two, one = s(["a", "b"]), s(["a"])
@@ -180,8 +182,10 @@ class Checks:
                  "token": [lambda: fn(text=self.tf.constant([1.5]))],
                  "pair": [lambda: fn(text=two, text_pair=one)],
                  "choices": [lambda: fn(text=two, choices=s([["a"] * NUM_CHOICES]))],
-                 "span": [lambda: fn(question=two, context=one)]}[entry]
-        return _expect_error(calls[index % len(calls)], "")
+                 "span": [lambda: fn(question=two, context=one),
+                          lambda: fn(question=s(["a", " \u200b"]), context=two)]}[entry]
+        words = "[question of row] [1] [is blank" if entry == "span" and index % 2 else ""
+        return _expect_error(calls[index % len(calls)], words)
 
     def _ids_request(self, rng):
         """Random ids, valid or with one input out of range / of the wrong shape."""
