@@ -166,7 +166,10 @@ class BertTokenPreprocessor(PreprocessorBase):
         row_base = tf.gather(tf.concat([before, [tf.reduce_sum(chars)]], 0), words.row_splits)
         word_starts = words.with_flat_values(
             before - tf.gather(row_base, words.value_rowids()))
-        text = self.cap(tf.strings.reduce_join(words, axis=-1, separator=" "), max_tokens)
+        # Each word with its space, joined: TensorFlow's ragged `reduce_join` drops a row's
+        # leading empty strings with their separators, which shifted every word's start.
+        spaced = words.with_flat_values(words.flat_values + " ")
+        text = self.cap(tf.strings.reduce_join(spaced, axis=-1), max_tokens)
         ids, starts, _ = self.tokenizer.tokenize_with_offsets(text, "char")
         return words, single, ids, _first_sub_tokens(word_starts, starts)
 

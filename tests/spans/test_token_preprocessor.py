@@ -327,3 +327,20 @@ def test_windows_of_empty_and_capped_texts(tokenizer):
     named = got["word_index"].numpy()[1:]
     assert sorted(named[named >= 0].tolist()) == list(range(10))  # words past 10 pieces: "O"
     assert BertTokenPreprocessor.from_config(pre.get_config()).get_config() == pre.get_config()
+
+
+def test_empty_words_keep_every_word_on_its_own_label(tokenizer):
+    """A sentence split on spaces (`" John lives".split(" ")`) starts with an empty word:
+    TensorFlow's ragged reduce_join dropped it with its space, and every word took its left
+    neighbour's label. Equal to the reference, for empty words first, inside and last."""
+    sentences = [["", "John", "lives", "in", "Berlin"], ["", "", "Peter", "Smith"],
+                 ["Paris", "", "France", ""], ["", "unbelievable"]]
+    expected = conll_features(sentences, tokenizer, 16)
+    words = tf.ragged.constant(sentences)
+    labels = tf.ragged.constant([list(range(1, len(s) + 1)) for s in sentences], tf.int32)
+    pre = BertTokenPreprocessor(tokenizer, 16)
+    packed, (_, got, _) = pre(words), pre(words, labels)
+    np.testing.assert_array_equal(packed["word_index"], expected["word_index"])
+    np.testing.assert_array_equal(packed["token_ids"], expected["token_ids"])
+    # "John" is word 1 and carries label 2 (its own), not word 0's label 1
+    assert packed["word_index"].numpy()[0, 1] == 1 and got.numpy()[0, 1] == 2
