@@ -257,7 +257,7 @@ class BertSpanPreprocessor(PreprocessorBase):
         optionally `y = (answer_starts, answer_ends)` (characters, -1 = no answer) and one
         `sample_weight` a question: `inputs` (the three model inputs) or `call`'s `(inputs,
         {"start_logits": ..., "end_logits": ...}[, weights])`, re-batched to `batch_size`
-        windows and each batch cut to its longest row. A `tf.data.Dataset` `x` is taken as
+        windows, each batch with targets cut to its longest row. A `tf.data.Dataset` `x` is taken as
         batches of raw `((questions, contexts), y[, sample_weight])` or `(questions,
         contexts)`."""
         from kbert.models.backbone import INPUT_KEYS  # text sits above models; lazy: no cycle
@@ -283,10 +283,11 @@ class BertSpanPreprocessor(PreprocessorBase):
                               seed)
         batches = raw.map(windows, num_parallel_calls=tf.data.AUTOTUNE).unbatch().batch(
             batch_size)
-        cut = lambda inputs, *rest: (trim_to_longest(inputs, pad_to_multiple_of),) + rest
-        if not isinstance(batches.element_spec, tuple):
-            cut = lambda inputs: trim_to_longest(inputs, pad_to_multiple_of)
-        batches = batches.map(cut, num_parallel_calls=tf.data.AUTOTUNE)
+        if isinstance(batches.element_spec, tuple):  # with targets: `fit`, `evaluate`
+            cut = lambda inputs, *rest: (trim_to_longest(inputs, pad_to_multiple_of),) + rest
+            batches = batches.map(cut, num_parallel_calls=tf.data.AUTOTUNE)
+        # Without, rows stay `sequence_length` long: `predict` joins its batches' logits,
+        # which rows of other lengths would make ragged.
         return prefetched(batches)
 
     def compute_output_spec(self, x, y=None, sample_weight=None):

@@ -248,3 +248,26 @@ def test_a_span_model_takes_raw_text_without_keras_warnings(backbone):
     assert re.match(POOLER_WITHOUT_GRADIENT, message.format("['pooler/kernel', 'pooler/bias']"))
     assert not re.match(POOLER_WITHOUT_GRADIENT,
                         message.format("['pooler/kernel', 'pooler/bias', 'span_logits/bias']"))
+
+
+def test_span_predictions_on_raw_text_are_one_array_of_windows(backbone):
+    """`predict` on raw questions joins its batches' logits: each batch cut to its own longest
+    window made them a RaggedTensor once there were several batches (numpy's argmax failed).
+    Rows are the preprocessor's windows at full length, as the model gives them one by one."""
+    import numpy as np
+
+    from kbert.models.span_labeler import BertSpanLabeler
+    from kbert.text import BertSpanPreprocessor
+
+    pre = BertSpanPreprocessor(preprocessor(12).tokenizer, 16, doc_stride=4, max_query_length=4)
+    model = BertSpanLabeler(backbone, preprocessor=pre)
+    x = (["what is it ?", "who ?", "why ?"], ["a good film , not a dull movie at all", "no",
+                                             "a film"])
+    out = model.predict(x, batch_size=2, verbose=0)
+    windows = pre.windows(*x)
+    expected = model.predict_on_batch({k: windows[k] for k in
+                                       ("token_ids", "segment_ids", "padding_mask")})
+    for key in ("start_logits", "end_logits"):
+        assert isinstance(out[key], np.ndarray) and out[key].shape == (len(windows["token_ids"]),
+                                                                       16)
+        np.testing.assert_allclose(out[key], expected[key], atol=1e-5)
