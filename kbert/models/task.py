@@ -144,9 +144,10 @@ class BertTask(keras.Model):
         (`BertForSequenceClassification` for a `BertClassifier`, ...), a keras-hub
         `BertTextClassifier` preset or a checkpoint of Google's run_classifier.py /
         run_squad.py brings its fine-tuned head too (`kbert.convert.task_heads`).
-        `kwargs` go to the task's constructor (e.g. `num_classes=3`), except
-        `sequence_length`, which sizes the preprocessor, and `allow_pickle`, which lets a
-        trusted `pytorch_model.bin` be read.
+        `kwargs` go to the task's constructor (e.g. `num_classes=3`; `preprocessor=None` for
+        a model of packed ids, as keras-hub's `from_preset`), except `sequence_length`, which
+        sizes the preprocessor, and `allow_pickle`, which lets a trusted `pytorch_model.bin`
+        be read.
 
         >>> clf = BertClassifier.from_pretrained("minilm_l6_h384_uncased", num_classes=2)
         """
@@ -258,7 +259,8 @@ class BertTask(keras.Model):
         """Creates the optimizer's moments before the first step. Keras' TensorFlow trainer,
         outside a distribution strategy's scope, leaves them to the traced step, and a step that
         creates variables is traced twice: a tiny model's `fit` took 5 s longer to start."""
-        if (self.built and self.optimizer is not None and not self.optimizer.built
+        if (self.built and getattr(self, "optimizer", None) is not None  # None: not compiled
+                and not self.optimizer.built
                 and keras.backend.backend() == "tensorflow"
                 and tensorflow_backend.outside_distribution(self)):
             self.optimizer.build(self.trainable_variables)

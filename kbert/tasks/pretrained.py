@@ -38,8 +38,9 @@ def preprocessor_for(cls, tokenizer, sequence_length=None, max_positions=None):
 def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
     """A run directory → its saved model (which must be a `cls`); any other name (weights or
     size preset, checkpoint directory, random:<name>) → pretrained backbone, tokenizer, the
-    preprocessor `cls` takes and a new head built with `kwargs` (the encoder's dropout rates,
-    `hidden_dropout` and `attention_dropout`, go to the backbone)."""
+    preprocessor `cls` takes (unless `kwargs` name one, or None) and a new head built with
+    `kwargs` (the encoder's dropout rates, `hidden_dropout` and `attention_dropout`, go to the
+    backbone)."""
     from kbert.presets import load_backbone_and_tokenizer, load_pretraining_heads
 
     if RunDirectory.is_run(name_or_dir):
@@ -65,9 +66,14 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
                                  f"{key}={value!r}, not {kwargs[key]!r}. For a new head, build "
                                  f"{cls.__name__}(BertBackbone.from_pretrained(...), ...).")
         sequence_length = sequence_length or head.sequence_length
-    preprocessor = preprocessor_for(cls, tokenizer, sequence_length,
-                                    backbone.config.max_position_embeddings)
-    model = cls(backbone, preprocessor=preprocessor, **kwargs)
+    if "preprocessor" in kwargs:  # keras-hub's `preprocessor=None`: packed ids in
+        if sequence_length is not None:
+            raise ValueError("sequence_length sizes the preprocessor from_pretrained makes; "
+                             "with preprocessor= given, set it on that one.")
+    else:
+        kwargs["preprocessor"] = preprocessor_for(cls, tokenizer, sequence_length,
+                                                  backbone.config.max_position_embeddings)
+    model = cls(backbone, **kwargs)
     if head is not None:
         model.get_layer(head.layer).set_weights(head.weights)
     elif hasattr(model, "mlm_head"):  # a BertPretrainer goes on from the checkpoint's heads

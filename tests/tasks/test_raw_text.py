@@ -11,6 +11,7 @@ from kbert import BertBackbone
 from kbert.models.classifier import BertClassifier
 from kbert.models.feature_extractor import BertFeatureClassifier, BertFeatureExtractor
 from kbert.models.multiple_choice import BertMultipleChoice
+from kbert.text import BertPreprocessor
 from tests.tasks.helpers import VOCAB, preprocessor
 
 TEXTS = ["good film", "very dull movie", "fine", "bad", "what a good movie", "not good"]
@@ -135,6 +136,18 @@ def test_from_pretrained_builds_backbone_preprocessor_and_head(minilm_dir, tmp_p
     assert model.preprocessor.tokenizer.get_vocabulary() == (
         (minilm_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1])
     assert model.predict(["a great film"], verbose=0).shape == (1, 3)
+    # keras-hub's `preprocessor=None` (packed ids in) and a preprocessor of one's own: were
+    # "got multiple values for keyword argument 'preprocessor'"
+    bare = BertClassifier.from_pretrained("tiny", num_classes=2, preprocessor=None)
+    assert bare.preprocessor is None
+    own = BertPreprocessor(model.preprocessor.tokenizer, sequence_length=8)
+    assert BertClassifier.from_pretrained("minilm_l6_h384_uncased", num_classes=2,
+                                          preprocessor=own).preprocessor is own
+    with pytest.raises(ValueError, match="with preprocessor= given, set it on that one"):
+        BertClassifier.from_pretrained("tiny", preprocessor=own, sequence_length=16)
+    with pytest.raises(ValueError, match=r"You must call `compile\(\)`"):  # was AttributeError
+        bare.fit({k: np.ones((2, 4), "int32") for k in ("token_ids", "segment_ids",
+                                                        "padding_mask")}, np.array([0, 1]))
     from kbert.models.pretrainer import BertPretrainer
     from kbert.text import BertMaskedLMPreprocessor
 
