@@ -103,7 +103,17 @@ def traced(preprocessor):
         function = tf.function(lambda inputs: layer()(*inputs), reduce_retracing=True,
                                autograph=False)
         _TRACED[preprocessor] = (config, function)
-    return lambda *inputs: function(inputs)
+    return lambda *inputs: function(tf.nest.map_structure(_one_column_as_batch, inputs))
+
+
+def _one_column_as_batch(x):
+    """Strings [batch, 1] as [batch] before they reach the traced function: with both ranks
+    seen, `reduce_retracing` relaxed the signature to an unknown rank, which the tokenizer
+    refuses, and the model took neither form again."""
+    if (isinstance(x, tf.Tensor) and x.dtype == tf.string and x.shape.rank == 2
+            and x.shape[-1] == 1):
+        return tf.squeeze(x, -1)
+    return x
 
 
 class PreprocessorBase(keras.layers.Layer):

@@ -284,3 +284,13 @@ def test_span_predictions_on_raw_text_are_one_array_of_windows(backbone):
         assert isinstance(out[key], np.ndarray) and out[key].shape == (len(windows["token_ids"]),
                                                                        16)
         np.testing.assert_allclose(out[key], expected[key], atol=1e-5)
+
+
+def test_text_as_a_column_and_as_a_list_in_any_order(backbone):
+    """Strings [n, 1] (`df[["text"]].values`) and then [n] (or the reverse) on one model: the
+    traced packing relaxed to an unknown rank and refused both from then on."""
+    model = BertClassifier(backbone, num_classes=2, preprocessor=preprocessor(12))
+    column = model.predict(np.array(TEXTS)[:, None], verbose=0)
+    np.testing.assert_allclose(model.predict(TEXTS, verbose=0), column, atol=1e-6)
+    np.testing.assert_allclose(model.predict(np.array(TEXTS)[:, None], verbose=0), column,
+                               atol=1e-6)
