@@ -200,6 +200,9 @@ class BertTask(keras.Model):
             shuffle = not (hasattr(x, "element_spec") or is_stream(x))
         x, y = self._check(x, y)
         sample_weight = checked_weights(self, sample_weight)
+        if (isinstance(validation_data, list) and len(validation_data) in (2, 3)
+                and not any(isinstance(v, (str, bytes)) for v in validation_data)):
+            validation_data = tuple(validation_data)  # as Keras reads [x, y(, sample_weight)]
         if isinstance(validation_data, tuple):
             checked = self._check(*validation_data[:2] or (None,))
             validation_data = (*checked[:len(validation_data[:2])],

@@ -221,6 +221,7 @@ def test_what_fit_cannot_do_with_raw_text_is_named(backbone):
         with pytest.raises(ValueError, match=r"validation_data is \(x, y\) or .*needs labels"):
             model.fit(TEXTS, LABELS, validation_data=validation, verbose=0)
     model.fit(TEXTS, LABELS, validation_data=dataset, verbose=0)  # a dataset holds its labels
+    model.fit(TEXTS, LABELS, validation_data=[TEXTS, LABELS], verbose=0)  # a list, as Keras
     model.preprocessor.sequence_length = backbone.config.max_position_embeddings + 1
     with pytest.raises(ValueError, match="sequence_length=65 exceeds the model's 64 positions"):
         model.predict(TEXTS, verbose=0)
