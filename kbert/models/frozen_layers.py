@@ -36,9 +36,9 @@ def apply_trainable(model, frozen=()):
         # TensorFlow tracking skips assigning an attribute the value it already holds.
         keras.layers.Layer.trainable.fset(model, False)
         return
+    layers = {layer.name: layer for layer in model.layers}
     for name in frozen:
         top, _, part = str(name).partition("/")
-        layers = {layer.name: layer for layer in model.layers}
         found = layers.get(top)
         if found is not None and part:
             found = {p.name: p for p in _parts(found)}.get(part)
