@@ -49,7 +49,8 @@ _PUBLIC = {
 
 # Registers every Keras-serializable class: layers, models, preprocessors, optimizers.
 from kbert import models as _models, text as _text  # noqa: E402,F401
-from kbert.training import lamb as _lamb, optimizer as _optimizer  # noqa: E402,F401
+from kbert import optimizers as _optimizers  # noqa: E402,F401
+from kbert.training import optimizer as _optimizer  # noqa: E402,F401
 
 
 def __getattr__(name):

@@ -176,17 +176,17 @@ def _predict_file(args) -> int:
     staging = target.with_name(f".{target.name}.tmp") if target else None
     try:
         with contextlib.ExitStack() as files:
-            source = sys.stdin.buffer if args.input == "-" else files.enter_context(
-                open(args.input, "rb"))  # lines decoded one by one (`read_requests`)
+            stdin = args.input == "-"
+            lines = sys.stdin.buffer if stdin else files.enter_context(
+                open(args.input, "rb"))  # lines decoded one by one (`decoded_lines`)
             out = files.enter_context(open(staging, "w", encoding="utf-8")) if target \
                 else sys.stdout
+            answers = predict_requests(
+                args.model, lines, args.batch_size, allow_pickle=args.allow_pickle,
+                task=args.task, data_dir=args.data_dir, null_threshold=args.null_threshold,
+                top_k=args.top_k, source="<stdin>" if stdin else args.input)
             count = 0
-            for count, answer in enumerate(
-                    predict_requests(args.model, source, args.batch_size,
-                                     allow_pickle=args.allow_pickle, task=args.task,
-                                     data_dir=args.data_dir,
-                                     null_threshold=args.null_threshold,
-                                     top_k=args.top_k), 1):
+            for count, answer in enumerate(answers, 1):
                 out.write(json.dumps(answer, ensure_ascii=False) + "\n")
         if target:
             os.replace(staging, target)

@@ -38,8 +38,9 @@ def test_a_files_bytes_are_read_as_utf8_a_line_at_a_time():
     (it made the line no JSON)."""
     lines = ["\ufeff{\"text\": \"caf\u00e9\"}\n".encode("utf-8"), b'{"text": "b"}\n']
     assert list(read_requests(lines)) == [(1, {"text": "café"}), (2, {"text": "b"})]
-    with pytest.raises(ValueError, match=re.escape("line 2: not UTF-8 text (byte 14 of the")):
-        list(read_requests([b'{"text": "a"}\n', b'{"text": "caf\xe9"}\n']))
+    with pytest.raises(ValueError, match=re.escape(
+            "requests.jsonl:2: not UTF-8 text (byte 0xe9 at column 14); save the file as")):
+        list(read_requests([b'{"text": "a"}\n', b'{"text": "caf\xe9"}\n'], "requests.jsonl"))
 
 
 def test_a_request_the_model_refuses_is_named_by_its_line(tmp_path):

@@ -13,9 +13,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "kbert"
 
 FLOORS = {
     "kbert.config": 0, "kbert.config_checks": 0, "kbert.atomic": 0, "kbert.tensorflow_backend": 0,
-    "kbert.layers": 1,
+    "kbert.layers": 1, "kbert.optimizers": 1,
     "kbert.models": 2,
     "kbert.tensorflow_input_checks": 2,  # the models' input checks for tf.data, outside models/
+    "kbert.tensorflow_class_weights": 2,  # a tagger's class weights for tf.data, likewise
     "kbert.text": 3, "kbert.convert": 3, "kbert.evaluation": 3, "kbert.viz": 3,
     "kbert.data": 4,
     "kbert.presets": 5, "kbert.runs": 5,  # names and run directories → models, tokenizers

@@ -74,7 +74,7 @@ def clean_export_staging(base_dir):
 
 
 def export_saved_model(model, export_dir, preprocessor=None, version=None, label_names=None,
-                       warmup_texts=None, sentence_pair=False, task=None, overwrite=False,
+                       warmup_texts=None, sentence_pair=None, task=None, overwrite=False,
                        check_ops=True, squad_version="1.1", null_threshold=0.0, top_k=5):
     """Writes `model` to `export_dir/<version>/` for TensorFlow Serving; returns that path.
 
@@ -93,7 +93,8 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
       warmup_texts: strings for the TF Serving warm-up requests (default: a few built-in
         sentences; an empty list writes none). Needs the `tensorflow-serving-api` package.
       sentence_pair: a classifier / backbone on sentence pairs: `serving_default` takes
-        `text` and `text_pair`.
+        `text` and `text_pair`. None: a `BertClassifier`'s own `sentence_pair` (set by its
+        `fit` on raw text), else single sentences.
       task: a `kbert.export.serving_tasks.TASKS` name, to override the type-based choice.
       check_ops: refuse an export that uses ops stock TensorFlow Serving lacks.
       squad_version, null_threshold: for a span labeler: "2.0" answers "" when the null
@@ -105,6 +106,8 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
     base = pathlib.Path(os.path.abspath(os.fspath(export_dir)))
     if preprocessor is None:
         preprocessor = getattr(model, "preprocessor", None)
+    if sentence_pair is None:
+        sentence_pair = bool(getattr(model, "sentence_pair", None))
     clean_export_staging(base)
     version, target = version_directory(base, version, overwrite)
     module = ServingModule(model, preprocessor, task=task, label_names=label_names,

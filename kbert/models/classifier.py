@@ -5,6 +5,7 @@ import keras
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone, whole_number
 from kbert.models.pearson import Pearson
+from kbert.models.raw_inputs import text_pairs
 from kbert.models.task import BertTask, classification_defaults
 
 
@@ -23,10 +24,15 @@ class BertClassifier(BertTask):
     classification; mean squared error with `mse` and `pearson` (over all the examples seen,
     `kbert.models.pearson.Pearson`, not Keras' mean of per-batch correlations) for regression.
 
+    `sentence_pair` says whether the model reads pairs (None: unknown); a `fit` on raw text
+    sets it to the form it was given, it is saved with the model, and `export_saved_model`
+    serves that form unless told otherwise.
+
     >>> model = BertClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=3)
     """
 
-    def __init__(self, backbone: BertBackbone, num_classes=2, dropout=0.1, **kwargs):
+    def __init__(self, backbone: BertBackbone, num_classes=2, dropout=0.1, sentence_pair=None,
+                 **kwargs):
         num_classes = whole_number("num_classes", num_classes, 1,
                                    "a positive integer (1 = regression)")
         # === Layers ===
@@ -47,6 +53,7 @@ class BertClassifier(BertTask):
         self.backbone = backbone
         self.num_classes = num_classes
         self.dropout = dropout
+        self.sentence_pair = None if sentence_pair is None else bool(sentence_pair)
         self.classifier_dropout = dropout_layer
         self.classifier = head
 
@@ -58,7 +65,7 @@ class BertClassifier(BertTask):
     def label_classes(self):
         return None if self.is_regression else self.num_classes
 
-    def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
+    def compile(self, optimizer="auto", loss=None, metrics=None, **kwargs):
         """Compiles with the task's standard loss and metrics unless others are given."""
         if not self.is_regression:
             loss, metrics = classification_defaults(loss, metrics)
@@ -69,5 +76,11 @@ class BertClassifier(BertTask):
                        Pearson()]
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
+    def fit(self, x=None, *args, **kwargs):
+        if self._raw(x):
+            self.sentence_pair = text_pairs(x)
+        return super().fit(x, *args, **kwargs)
+
     def task_config(self):
-        return {"num_classes": self.num_classes, "dropout": self.dropout}
+        return {"num_classes": self.num_classes, "dropout": self.dropout,
+                "sentence_pair": self.sentence_pair}

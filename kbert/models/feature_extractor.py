@@ -146,7 +146,7 @@ class BertFeatureClassifier(BertTask):
     def label_classes(self):
         return self.num_classes
 
-    def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
+    def compile(self, optimizer="auto", loss=None, metrics=None, **kwargs):
         """Compiles with cross-entropy and `accuracy` unless others are given."""
         loss, metrics = classification_defaults(loss, metrics)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)

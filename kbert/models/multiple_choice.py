@@ -5,6 +5,7 @@ import numpy as np
 
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone, whole_number
+from kbert.models.row_error import RowError
 from kbert.models.task import BertTask, classification_defaults
 
 _KEYS = ("token_ids", "segment_ids", "padding_mask")
@@ -103,8 +104,9 @@ class BertMultipleChoice(BertTask):
                       [1 if isinstance(row, (str, bytes)) else len(row) for row in choices])
             for n, count in enumerate(counts):
                 if count != self.num_choices:
-                    raise ValueError(f"Question {n} has {count} choice(s); this model scores "
-                                     f"{self.num_choices} a question (num_choices).")
+                    raise RowError(f"The question of {{where}} has {count} choice(s); this "
+                                   f"model scores {self.num_choices} a question "
+                                   "(num_choices).", n)
             return (x[0], choices.to_tensor()) if ragged else x
         shape = getattr(choices, "shape", None)
         if shape is not None and len(shape) >= 2 and shape[1] not in (None, self.num_choices):
@@ -112,7 +114,7 @@ class BertMultipleChoice(BertTask):
                              f"this model scores {self.num_choices} a question (num_choices).")
         return x
 
-    def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
+    def compile(self, optimizer="auto", loss=None, metrics=None, **kwargs):
         """Compiles with cross-entropy over the choices and `accuracy` unless others are given."""
         loss, metrics = classification_defaults(loss, metrics)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)

@@ -20,8 +20,8 @@ class BertPretrainer(BertTask):
 
     Targets for `fit` are `{"mlm": token ids [batch, predictions], "nsp": [batch]}` with sample
     weights `{"mlm": 1.0 at real predictions, 0.0 at padding}`. `compile()` defaults to the
-    paper's losses, MLM loss averaged over real predictions only, and the metrics
-    `mlm_accuracy` (over real predictions) and `nsp_accuracy`.
+    paper's losses (MLM loss averaged over real predictions only), its pre-training rate (Adam
+    at 1e-4), and the metrics `mlm_accuracy` (over real predictions) and `nsp_accuracy`.
 
     `use_nsp=False` is the paper's "No NSP" ablation; a causal backbone
     (`BertBackbone(config, causal=True)`) with `use_nsp=False` and the next token as each
@@ -33,6 +33,9 @@ class BertPretrainer(BertTask):
     `fit((texts_a, texts_b), nsp_labels)` (0 IsNext, 1 NotNext) trains both heads. A mismatch
     (NSP head without labels, labels without NSP head) is refused before training starts.
     """
+
+    auto_learning_rate = 1e-4
+    """`compile()`'s Adam rate: the paper's pre-training rate (appendix A.2)."""
 
     def __init__(self, backbone: BertBackbone, use_nsp=True, preprocessor=None, **kwargs):
         # === Layers ===
@@ -63,7 +66,7 @@ class BertPretrainer(BertTask):
         self.mlm_head = mlm_head
         self.nsp_head = nsp_head
 
-    def compile(self, optimizer="adam", loss=None, weighted_metrics=None, **kwargs):
+    def compile(self, optimizer="auto", loss=None, weighted_metrics=None, **kwargs):
         """Compiles with BERT's losses and metrics unless others are given."""
         if loss is None:
             loss = {"mlm": keras.losses.SparseCategoricalCrossentropy(

@@ -27,6 +27,16 @@ def is_packed(x):
     return False
 
 
+def text_pairs(x):
+    """Whether raw text `x` holds sentence pairs: a tuple `(texts_a, texts_b)`, or a dataset
+    whose inputs are one (a list of strings is a batch of single sentences)."""
+    spec = getattr(x, "element_spec", None)
+    if spec is not None:
+        inputs = dataset_parts(spec)[0]
+        return isinstance(inputs, tuple) and len(inputs) == 2
+    return isinstance(x, tuple) and len(x) == 2
+
+
 def split_off(data, fraction):
     """(the first part, the last `fraction`) of `data`, a sequence or a tuple of them (pairs,
     questions and choices), cut where Keras' `validation_split` cuts arrays: before any

@@ -40,14 +40,15 @@ class BertSpanLabeler(BertTask):
     or the tuple `(starts, ends)` in that order (Keras alone would pair a tuple with the
     outputs sorted by name, end first).
     `compile()` defaults: the mean of the start and end cross-entropies (the paper's loss) and
-    `start_accuracy` / `end_accuracy`. `kbert.text.span_decoding.decode_spans` turns the logits
-    into answer text.
+    their accuracies (logged as `start_logits_accuracy` / `end_logits_accuracy`).
+    `kbert.text.span_decoding.decode_spans` turns the logits into answer text.
 
     With a `BertSpanPreprocessor`, `fit((questions, contexts), (answer_starts, answer_ends))`
-    trains on raw text (character spans, -1 for none; `sample_weight`, one a question, weighs
-    each of its windows), but `predict` returns one row of logits per window, not per
-    question: answers come from `kbert.tasks.get_spec("squad").predict`, `kbert predict` or the
-    export, which decode the windows back to each question.
+    (or the answers by output name, as above) trains on raw text (character spans, -1 for
+    none; `sample_weight`, one a question, weighs each of its windows), but `predict` returns
+    one row of logits per window, not per question: answers come from
+    `kbert.tasks.get_spec("squad").predict`, `kbert predict` or the export, which decode the
+    windows back to each question.
 
     >>> model = BertSpanLabeler(BertBackbone(BertConfig.preset("tiny")))
     """
@@ -72,7 +73,7 @@ class BertSpanLabeler(BertTask):
         self.span_head = head
         self.span_split = split
 
-    def compile(self, optimizer="adam", loss=None, loss_weights=None, metrics=None, **kwargs):
+    def compile(self, optimizer="auto", loss=None, loss_weights=None, metrics=None, **kwargs):
         """Compiles with the paper's loss and start/end accuracy unless others are given."""
         if loss is None:
             loss = {k: keras.losses.SparseCategoricalCrossentropy(from_logits=True)

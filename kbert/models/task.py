@@ -12,8 +12,9 @@ from kbert.models.input_limits import check_preprocessor, model_limits
 from kbert.models.output_pairing import by_output
 from kbert.models.raw_inputs import (holds_nothing, is_packed, is_stream, refuse_text_batch,
                                      split_off)
-from kbert.models.task_inputs import (check_labels, checked_inputs, checked_weights,
-                                     sparse_label_classes)
+from kbert.models.task_inputs import (check_labels, checked_inputs, checked_validation_data,
+                                     checked_weights, sparse_label_classes)
+from kbert.optimizers import Adam
 
 
 def classification_defaults(loss=None, metrics=None):
@@ -54,6 +55,10 @@ class BertTask(keras.Model):
     label_classes = None
     """How many classes the head's sparse labels index (None: its targets are not class ids);
     `fit` and `evaluate` check array labels against it."""
+
+    auto_learning_rate = 5e-5
+    """`compile()`'s Adam rate: the paper's first fine-tuning rate (A.3), keras-hub's "auto";
+    1e-3 (Keras') where the encoder is frozen and a new head alone trains."""
 
     def __init__(self, inputs, outputs, preprocessor=None, **kwargs):
         frozen = check_model_kwargs(type(self), kwargs)
@@ -96,17 +101,20 @@ class BertTask(keras.Model):
             config["preprocessor"] = keras.layers.deserialize(config["preprocessor"])
         return cls(**config)
 
-    def compile(self, *args, jit_compile="auto", **kwargs):
-        """Keras' `compile`; left "auto", XLA is kbert's choice (`kbert.models.xla`): on
-        TensorFlow CPUs too, where Keras would leave it off, for inputs of one fixed length in
-        calls long enough to pay for compiling; batches whose length varies, and short calls,
-        run without it."""
+    def compile(self, optimizer="auto", *args, jit_compile="auto", **kwargs):
+        """Keras' `compile`. `optimizer="auto"` is Adam at `auto_learning_rate`
+        (`kbert.optimizers.Adam`; for warmup, decay and clipping, `kbert.make_optimizer`).
+        Left "auto", XLA is kbert's choice (`kbert.models.xla`): on TensorFlow CPUs too, where
+        Keras would leave it off, for inputs of one fixed length in calls long enough to pay
+        for compiling; batches whose length varies, and short calls, run without it."""
+        if isinstance(optimizer, str) and optimizer == "auto":
+            optimizer = Adam(self.auto_learning_rate if self.backbone.trainable_weights else 1e-3)
         policy = self.backbone.dtype_policy  # the heads compute in the backbone's policy
         self.xla_by_shape = xla.by_shape(jit_compile, policy)
         self.xla_modes = {}  # under xla_by_shape: each step function's choice ("train": True)
         self._xla_asked = jit_compile
-        super().compile(*args, jit_compile=xla.default_jit_compile(jit_compile, policy),
-                        **kwargs)
+        super().compile(optimizer, *args,
+                        jit_compile=xla.default_jit_compile(jit_compile, policy), **kwargs)
 
     def get_compile_config(self):
         """Keras' record of `compile`, keeping "auto" where kbert chose: a saved model then
@@ -178,6 +186,11 @@ class BertTask(keras.Model):
         """A hook: the classes a dataset's labels (`spec`) index, None when not checked."""
         return sparse_label_classes(spec, self.label_classes)
 
+    def _weigh_classes(self, x, y, sample_weight, class_weight):
+        """A hook: `fit`'s (x, sample_weight, class_weight) once `class_weight` is applied, or
+        left to Keras (as here: one weight an example, from its class id)."""
+        return x, sample_weight, class_weight
+
     def _text_dataset(self, x, *args, **kwargs):
         """The preprocessor's batches, each cut to its longest row (rounded up to a few sizes
         where XLA runs them)."""
@@ -200,15 +213,7 @@ class BertTask(keras.Model):
             shuffle = not (hasattr(x, "element_spec") or is_stream(x))
         x, y = self._check(x, y)
         sample_weight = checked_weights(self, sample_weight)
-        if (isinstance(validation_data, list) and len(validation_data) in (2, 3)
-                and not any(isinstance(v, (str, bytes)) for v in validation_data)):
-            validation_data = tuple(validation_data)  # as Keras reads [x, y(, sample_weight)]
-        if isinstance(validation_data, tuple):
-            checked = self._check(*validation_data[:2] or (None,))
-            validation_data = (*checked[:len(validation_data[:2])],
-                               *(checked_weights(self, w) for w in validation_data[2:]))
-        else:
-            validation_data = self._check(validation_data)[0]
+        validation_data = checked_validation_data(self, validation_data)
         rows = batch_size or 32
         packed_here = []  # the datasets made of raw text here
         if self._raw(x):
@@ -237,6 +242,9 @@ class BertTask(keras.Model):
         per_epoch = kwargs.get("steps_per_epoch") or xla.count_batches(x, batch_size)
         self.match_xla_to(x, "train", None if per_epoch is None else epochs * per_epoch)
         self._build_optimizer()
+        if kwargs.get("class_weight") is not None:
+            x, sample_weight, kwargs["class_weight"] = self._weigh_classes(
+                x, y, sample_weight, kwargs["class_weight"])
         with expected_warnings_hidden(packed_here, kwargs.get("steps_per_epoch")):
             return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
                                validation_data=validation_data, shuffle=shuffle,

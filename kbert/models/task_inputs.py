@@ -49,6 +49,19 @@ def checked_weights(model, sample_weight):
     return weights
 
 
+def checked_validation_data(model, validation_data):
+    """`fit`'s `validation_data` checked as `fit`'s own data is: `(x, y[, sample_weight])`
+    (also as a list, as Keras reads it), or a dataset or generator."""
+    if (isinstance(validation_data, list) and len(validation_data) in (2, 3)
+            and not any(isinstance(v, (str, bytes)) for v in validation_data)):
+        validation_data = tuple(validation_data)  # as Keras reads [x, y(, sample_weight)]
+    if not isinstance(validation_data, tuple):
+        return model._check(validation_data)[0]
+    checked = model._check(*validation_data[:2] or (None,))
+    return (*checked[:len(validation_data[:2])],
+            *(checked_weights(model, w) for w in validation_data[2:]))
+
+
 def check_labels(y, label_classes):
     """Array labels: class ids below `label_classes`, or numbers where it is None."""
     if label_classes is not None:

@@ -5,9 +5,12 @@ import numpy as np
 
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone, whole_number
+from kbert.models.class_weights import class_weight_table
 from kbert.models.input_limits import check_class_labels
+from kbert.models.raw_inputs import is_stream
 from kbert.models.task import BertTask
 from kbert.models.task_inputs import is_number
+from kbert.models.token_accuracy import TokenAccuracy
 from kbert.models.feature_extractor import BertFeatureExtractor, PaddingToMask
 
 
@@ -24,7 +27,8 @@ class BertTokenClassifier(BertTask):
     Labels go on the first sub-token of each word (`BertTokenPreprocessor` aligns them); fit
     with sample weights 1 there and 0 elsewhere, so the other sub-tokens, specials and padding
     count in neither the loss nor the metrics. `compile()` defaults: cross-entropy averaged
-    over the weighted tokens, weighted `accuracy`.
+    over the weighted tokens, and `accuracy` over all weighted tokens seen (`TokenAccuracy`).
+    `fit(class_weight={tag id: weight})` weighs each token by its tag, times its other weights.
 
     `label_names` (optional) names the classes in id order and is saved with the model, so a
     loaded model can decode its own predictions; it fixes `num_classes` when that is omitted.
@@ -101,14 +105,27 @@ class BertTokenClassifier(BertTask):
         rank = getattr(getattr(spec, "shape", None), "rank", None)
         return self.num_classes if rank == 2 and is_number(spec.dtype) else None
 
-    def compile(self, optimizer="adam", loss=None, weighted_metrics=None, **kwargs):
+    def _weigh_classes(self, x, y, sample_weight, class_weight):
+        """Each token takes its tag's class weight (`kbert.models.class_weights`)."""
+        from kbert.tensorflow_class_weights import class_weighted_dataset, tag_weights
+
+        table = class_weight_table(class_weight, self.num_classes)
+        if hasattr(x, "element_spec"):  # raw text packed by `fit`, or the user's dataset
+            return class_weighted_dataset(x, table), sample_weight, None
+        if is_stream(x) or y is None:
+            raise ValueError("class_weight on a BertTokenClassifier weighs the labels of "
+                             "arrays, raw text or a TensorFlow Dataset; a generator yields its "
+                             "own token weights.")
+        return x, tag_weights(y, table, sample_weight).numpy(), None
+
+    def compile(self, optimizer="auto", loss=None, weighted_metrics=None, **kwargs):
         """Compiles with token cross-entropy (mean over weighted tokens) and weighted accuracy
         unless others are given."""
         if loss is None:
             loss = keras.losses.SparseCategoricalCrossentropy(
                 from_logits=True, reduction="mean_with_sample_weight")
         if weighted_metrics is None:
-            weighted_metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+            weighted_metrics = [TokenAccuracy()]
         super().compile(optimizer=optimizer, loss=loss, weighted_metrics=weighted_metrics,
                         **kwargs)
 

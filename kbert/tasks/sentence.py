@@ -3,6 +3,7 @@
 
 import numpy as np
 
+from kbert.models.row_error import RowError
 from kbert.models.xla import pad_multiple
 from kbert.tasks.spec import TaskSpec, head_in_task_order, refuse_unread
 
@@ -137,9 +138,9 @@ class SentenceTask(TaskSpec):
             x = (texts, [list(choices)] if single else [list(c) for c in choices])
             for n, (text, row) in enumerate(zip(*x)):
                 if len(row) != self.task.num_classes:
-                    raise ValueError(f"A {self.name} model takes {self.task.num_classes} "
-                                     f"choices a text; row {n} has {len(row)} "
-                                     f"({text[:60]!r}).")
+                    raise RowError(f"A {self.name} model takes {self.task.num_classes} "
+                                   "choices a text; {where} has "
+                                   f"{len(row)} ({text[:60]!r}).", n)
         elif self.task.is_pair not in (None, text_pair is not None):  # None: either
             # A pair model fed one sentence (or the reverse) answers, but about other input.
             raise ValueError(f"A {self.name} model reads sentence pairs: give text_pair too."

@@ -9,6 +9,7 @@ export); EM / F1 are the official script's (`kbert.evaluation.squad`).
 import numpy as np
 
 from kbert.models.backbone import INPUT_KEYS
+from kbert.models.row_error import RowError
 from kbert.tasks.spec import EVAL_SEED, TaskSpec, refuse_unread, sequence_predictions
 
 WINDOW_CHUNK = 2048  # questions windowed per graph call
@@ -63,16 +64,20 @@ class SquadTask(TaskSpec):
             tokenizer, sequence_length, self.options["doc_stride"],
             self.options["max_query_length"]))
 
-    def windows(self, model, examples, with_answers=False):
+    def windows(self, model, examples, with_answers=False, require_questions=False):
         """The preprocessor's windows of `examples` as numpy arrays (in chunks, so that the
-        tokenizer's intermediates stay small)."""
+        tokenizer's intermediates stay small); `require_questions`: a blank question is a
+        `RowError` naming its example."""
         chunks = []
         for i in range(0, len(examples), WINDOW_CHUNK):
             part = examples[i:i + WINDOW_CHUNK]
             answers = [_answer_chars(e) for e in part] if with_answers else None
-            out = model.preprocessor.windows([e.question for e in part],
-                                             [e.context for e in part],
-                                             *(zip(*answers) if answers else ()))
+            try:
+                out = model.preprocessor.windows(
+                    [e.question for e in part], [e.context for e in part],
+                    *(zip(*answers) if answers else ()), require_questions=require_questions)
+            except RowError as error:  # its row in the chunk → in `examples`
+                raise RowError(error.template, error.row + i) from None
             out = {k: v.numpy() for k, v in out.items()}
             out["example_index"] = out["example_index"] + i
             chunks.append(out)
@@ -134,7 +139,7 @@ class SquadTask(TaskSpec):
         return out["start_logits"], out["end_logits"]
 
     def answers(self, model, questions, contexts, batch_size=64, version=None,
-                null_threshold=None):
+                null_threshold=None, require_questions=False):
         """`kbert.text.span_decoding.decode_spans` of the model's logits, as numpy arrays, and
         the number of windows; `version` and `null_threshold` override the run's."""
         from kbert.data.squad import SquadExample
@@ -142,7 +147,7 @@ class SquadTask(TaskSpec):
 
         examples = [SquadExample(str(n), q, c) for n, (q, c) in
                     enumerate(zip(questions, contexts))]
-        windows = self.windows(model, examples)
+        windows = self.windows(model, examples, require_questions=require_questions)
         start, end = self.logits(model, windows, batch_size)
         threshold = self.options["null_threshold"] if null_threshold is None else null_threshold
         found = decode_spans(start, end, windows, list(contexts), version or self.version,
@@ -181,12 +186,9 @@ class SquadTask(TaskSpec):
         questions, contexts = ([question], [context]) if single else (question, context)
         if len(questions) != len(contexts):
             raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts.")
-        lengths = model.preprocessor.tokenizer(list(questions)).row_lengths().numpy()
-        if (lengths == 0).any():  # as the export refuses it (`windows(require_questions=True)`)
-            raise ValueError(f"The question of row {np.argmin(lengths)} is blank (no word "
-                             "piece: it is empty, or only spaces or characters the tokenizer "
-                             "drops).")
-        found, _ = self.answers(model, questions, contexts, null_threshold=null_threshold)
+        # A blank question asks nothing: refused, as the export refuses it.
+        found, _ = self.answers(model, questions, contexts, null_threshold=null_threshold,
+                                require_questions=True)
         answers = [{"answer": a.decode(), "start": int(s), "end": int(e),
                     "score": float(score) if np.isfinite(score) else None,
                     "null_score_diff": float(diff) if np.isfinite(diff) else None}

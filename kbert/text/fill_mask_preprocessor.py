@@ -10,6 +10,7 @@ drop is refused (an InvalidArgumentError that says so), never silently left unfi
 import keras
 import tensorflow as tf
 
+from kbert.models.backbone import whole_number
 from kbert.text.preprocessor import pack_segments, truncated_lengths
 from kbert.text.preprocessor_base import PreprocessorBase, cap_text, string_batch, text_budget
 
@@ -38,12 +39,11 @@ class BertFillMaskPreprocessor(PreprocessorBase):
 
     def __init__(self, tokenizer, sequence_length=128, marker="[MASK]", **kwargs):
         super().__init__(tokenizer, **kwargs)
-        if int(sequence_length) < 3:
-            raise ValueError(f"sequence_length must be at least 3 ([CLS], a blank, [SEP]), got "
-                             f"{sequence_length}.")
+        sequence_length = whole_number("sequence_length", sequence_length, 3,
+                                       "an integer of at least 3 ([CLS], a blank, [SEP])")
         if not isinstance(marker, str) or not marker.strip():
             raise ValueError(f"marker must be a non-blank string, got {marker!r}.")
-        self.sequence_length = int(sequence_length)
+        self.sequence_length = sequence_length
         self.marker = marker
 
     def call(self, texts):

@@ -53,7 +53,7 @@ class BertMaskedLMPreprocessor(PreprocessorBase):
             raise ValueError(f"mask_token_rate + random_token_rate must be at most 1, got "
                              f"{mask_token_rate} + {random_token_rate}.")
         self.packer = BertPreprocessor(tokenizer, sequence_length)  # checks both arguments
-        self.sequence_length = int(sequence_length)
+        self.sequence_length = self.packer.sequence_length
         self.mask_rate = float(mask_rate)
         self.max_predictions = int(max_predictions or default_max_predictions(
             self.sequence_length, self.mask_rate))

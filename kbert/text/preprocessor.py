@@ -23,6 +23,7 @@ position, the [start, end) of its token in that segment's original string (bytes
 import keras
 import tensorflow as tf
 
+from kbert.models.backbone import whole_number
 from kbert.text.datasets import batched_dataset
 from kbert.text.preprocessor_base import PreprocessorBase, traced
 from kbert.text.trim import trim_to_longest
@@ -106,10 +107,9 @@ class BertPreprocessor(PreprocessorBase):
             raise ValueError(f"truncate must be one of {TRUNCATIONS}, got {truncate!r}.")
         if offset_unit not in ("byte", "char"):
             raise ValueError(f"offset_unit must be 'byte' or 'char', got {offset_unit!r}.")
-        if int(sequence_length) < 3:
-            raise ValueError(f"sequence_length must be at least 3 ([CLS] A [SEP] B [SEP] needs "
-                             f"room), got {sequence_length}.")
-        self.sequence_length = int(sequence_length)
+        self.sequence_length = whole_number(
+            "sequence_length", sequence_length, 3, "an integer of at least 3 ([CLS] A [SEP] B "
+            "[SEP] needs room)")
         self.truncate = truncate
         self.return_offsets = bool(return_offsets)
         self.offset_unit = offset_unit
@@ -126,7 +126,9 @@ class BertPreprocessor(PreprocessorBase):
             inputs = [inputs]  # a Python list of texts is a batch, as in `predict`, not a pair
         segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
         if not 1 <= len(segments) <= 2:
-            raise ValueError(f"BertPreprocessor packs one or two segments, got {len(segments)}.")
+            raise ValueError(f"BertPreprocessor packs one or two segments, got {len(segments)}: "
+                             "a batch of texts is a list or a tensor; a tuple is a pair "
+                             "(texts_a, texts_b).")
         out = []
         for s in segments:
             s = tf.convert_to_tensor(s)
@@ -148,8 +150,14 @@ class BertPreprocessor(PreprocessorBase):
 
     def _pack(self, inputs):
         segments = self._segments(inputs)
+        if len(segments) == 2 and segments[0].shape.rank:
+            segments = _same_count(*segments)
         if len(segments) == 2 and segments[1].shape.rank == 2:
             return self._pack_choices(*segments)
+        if len(segments) == 2 and segments[0].shape.rank == 0 and segments[1].shape.rank == 1:
+            # One question and its choices: `dataset.map(preprocessor)` before `.batch`.
+            packed = self._pack_choices(segments[0][tf.newaxis], segments[1][tf.newaxis])
+            return {k: v[0] for k, v in packed.items()}
         scalar = segments[0].shape.rank == 0
         if scalar:
             segments = [tf.expand_dims(s, 0) for s in segments]
@@ -198,6 +206,8 @@ class BertPreprocessor(PreprocessorBase):
         def pack(x, *rest):
             return (trim_to_longest(traced(self)(x), pad_to_multiple_of),) + rest
 
+        if isinstance(x, tf.data.Dataset):
+            _refuse_text_labels(x.element_spec)
         return batched_dataset(x, y, sample_weight, pack, batch_size, shuffle, seed)
 
     def compute_output_spec(self, inputs):
@@ -221,3 +231,29 @@ class BertPreprocessor(PreprocessorBase):
             "offset_unit": self.offset_unit,
         })
         return config
+
+
+def _refuse_text_labels(spec):
+    """A raw dataset's elements are `(x, y[, sample_weight])`, as Keras reads them: string
+    labels are label names, or the second texts of pairs, which go one level deeper."""
+    if (isinstance(spec, tuple) and len(spec) > 1 and isinstance(spec[1], tf.TensorSpec)
+            and spec[1].dtype == tf.string):
+        raise ValueError("The dataset's labels must be numbers (class ids or targets), got "
+                         "string; map label names to ids first (`dataset.map`). If the strings "
+                         "are the second texts of pairs: Keras reads an element as (x, y), so "
+                         "a dataset of pairs yields ((texts_a, texts_b), labels), or "
+                         "((texts_a, texts_b),) to predict.")
+
+
+def _same_count(first, second):
+    """A pair's two batches (texts_a and texts_b, or questions and their choices), checked to
+    hold as many examples: ragged packing would fail on shapes deep in the graph."""
+    a, b = first.shape[0], second.shape[0]
+    message = "The two parts of a pair (texts_a, texts_b; or questions, choices) differ in number"
+    if a is not None and b is not None:
+        if a != b:
+            raise ValueError(f"{message}: {a} and {b}.")
+        return first, second
+    check = tf.debugging.assert_equal(tf.shape(first)[0], tf.shape(second)[0], message=message)
+    with tf.control_dependencies([check]):
+        return tf.identity(first), tf.identity(second)

@@ -22,9 +22,12 @@ costs what one of ~3 MB does.
 import keras
 import tensorflow as tf
 
+from kbert.models.backbone import whole_number
+from kbert.models.row_error import RowError
 from kbert.text.datasets import batched_dataset, check_example_counts, prefetched
-from kbert.text.preprocessor_base import (PreprocessorBase, example_weights, string_batch,
-                                         traced)
+from kbert.text.preprocessor_base import PreprocessorBase, string_batch, traced
+from kbert.text.span_answers import (answer_chars, answer_columns, answer_tokens, check_spans,
+                                     question_weights)
 from kbert.text.trim import trim_to_longest
 from kbert.text.windows import max_context_flags, window_plan
 
@@ -44,73 +47,24 @@ def check_lengths(sequence_length, max_query_length, doc_stride):
                          "max_query_length.")
 
 
-def answer_tokens(starts, ends, answer_starts, answer_ends):
-    """(first, last) int64 [batch]: the first and last sub-token overlapping each answer's
-    [start, end) characters, -1 when there is no answer (start < 0) or it covers no token."""
-    row = starts.value_rowids()
-    index = tf.ragged.range(starts.row_lengths()).flat_values
-    as64 = lambda t: tf.cast(t.flat_values, tf.int64)
-    covered = ((as64(ends) > tf.gather(answer_starts, row))
-               & (as64(starts) < tf.gather(answer_ends, row))
-               & tf.gather(answer_starts >= 0, row))
-    rows = starts.nrows()
-    first = tf.math.unsorted_segment_min(tf.where(covered, index, tf.int64.max), row, rows)
-    last = tf.math.unsorted_segment_max(tf.where(covered, index, -1), row, rows)
-    found = last >= 0
-    return tf.where(found, first, -1), tf.where(found, last, -1)
-
-
-def _answer_chars(x, what, rows):
-    x = tf.convert_to_tensor(x)
-    if not (x.dtype.is_integer and x.dtype != tf.uint8):
-        raise TypeError(f"BertSpanPreprocessor expects {what} as integers (characters, -1 for "
-                        f"no answer), got dtype {x.dtype.name}.")
-    x = tf.reshape(tf.cast(x, tf.int64), [-1])
-    check = tf.debugging.assert_equal(tf.size(x, out_type=tf.int64), rows,
-                                      message=f"{what} needs one entry per question")
-    with tf.control_dependencies([check]):
-        return tf.identity(x)
-
-
-def _check_spans(answer_starts, answer_ends, questions, contexts):
-    """(answer_starts, answer_ends), asserted to lie in their contexts: 0 <= start < end <= the
-    context's characters, or start < 0 (no answer). A span past its context covers no token:
-    its windows would be left out as unmappable, and a `fit` on such spans trained on nothing."""
-    length = tf.cast(tf.strings.length(contexts, unit="UTF8_CHAR"), tf.int64)
-    bad = (answer_starts >= 0) & ((answer_ends <= answer_starts) | (answer_ends > length))
-    pad = lambda t: tf.concat([t, tf.zeros([1], t.dtype)], 0)  # an empty batch has a row 0
-    first = tf.argmax(pad(tf.cast(bad, tf.int32)), output_type=tf.int64)  # 0 when none is bad
-    at = lambda t: tf.gather(pad(t), first)
-    check = tf.debugging.Assert(
-        tf.logical_not(tf.reduce_any(bad)),
-        ["answer spans must lie in their context: 0 <= answer_start < answer_end <= its "
-         "length in characters (answer_start -1: no answer); the question", at(questions),
-         "has [answer_start, answer_end) =", at(answer_starts), at(answer_ends),
-         "in a context of", at(length), "characters"], summarize=1)
-    with tf.control_dependencies([check]):
-        return tf.identity(answer_starts), tf.identity(answer_ends)
-
-
 def _has_text(lengths, what):
-    """An assertion that every row has word pieces (`lengths` > 0), naming the first without."""
+    """An assertion that every row has word pieces (`lengths` > 0), naming the first without:
+    a `RowError` when run eagerly (`kbert predict`), an InvalidArgument error in a graph."""
     empty = tf.where(lengths <= 0)[:, 0]
+    if tf.executing_eagerly():
+        if tf.size(empty):
+            raise RowError(f"The {what} of {{where}} is blank (no word piece: it is empty, or "
+                           "only spaces or characters the tokenizer drops).", empty[0])
+        return tf.no_op()
     return tf.debugging.Assert(tf.size(empty) == 0, [f"{what} of row", empty[:1],
                                                      "is blank (no word piece)"])
-
-
-def _question_weights(sample_weight, contexts):
-    """`example_weights` of one weight a question; `fit`'s weights paired by output refused."""
-    if isinstance(sample_weight, dict):  # `fit`'s (start, end) weights, paired by output
-        raise ValueError("A span model's windows take one sample_weight a question, for the "
-                         f"start and the end alike; got one for each of {sorted(sample_weight)}.")
-    return example_weights(sample_weight, tf.size(contexts), "question")
 
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertSpanPreprocessor(PreprocessorBase):
     """`windows`: questions and contexts (string [batch]), optionally answer character spans
     (int [batch], [start, end) in code points inside the context, -1 = no answer; others fail
-    `_check_spans`) → a dict of windows, W rows:
+    `check_spans`) → a dict of windows, W rows:
     int32 [W, sequence_length] `token_ids`, `segment_ids`, `padding_mask`, `token_start`,
     `token_end` (each context token's characters in its context, -1 elsewhere),
     `max_context` (1 where this window is the token's best), int32 [W] `example_index`; with
@@ -131,25 +85,27 @@ class BertSpanPreprocessor(PreprocessorBase):
     def __init__(self, tokenizer, sequence_length=384, doc_stride=128, max_query_length=None,
                  max_context_length=4096, **kwargs):
         super().__init__(tokenizer, **kwargs)
+        sequence_length = whole_number("sequence_length", sequence_length, 1)
         if max_query_length is None:
-            max_query_length = max(1, min(64, (int(sequence_length) - 3) // 2))
-        check_lengths(int(sequence_length), int(max_query_length), int(doc_stride))
-        if int(max_context_length) < 1:
-            raise ValueError(f"max_context_length must be positive, got {max_context_length}.")
-        self.max_context_length = int(max_context_length)
+            max_query_length = max(1, min(64, (sequence_length - 3) // 2))
+        doc_stride = whole_number("doc_stride", doc_stride, 1)
+        max_query_length = whole_number("max_query_length", max_query_length, 1)
+        check_lengths(sequence_length, max_query_length, doc_stride)
+        self.max_context_length = whole_number("max_context_length", max_context_length, 1)
         # Keras would cast float answer positions to the layer's int32 dtype silently.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
-        self.sequence_length = int(sequence_length)
-        self.doc_stride = int(doc_stride)
-        self.max_query_length = int(max_query_length)
+        self.sequence_length = sequence_length
+        self.doc_stride = doc_stride
+        self.max_query_length = max_query_length
 
     def build(self, *shapes, **kwargs):
         self.built = True  # no weights; the tokenizer's tables exist from its constructor
 
     def call(self, x, y=None, sample_weight=None):
         """`x = (questions, contexts)` → `windows(*x)`, every column answers are decoded by.
-        With `y = (answer_starts, answer_ends)`, keras-hub's form, so that
+        With `y = (answer_starts, answer_ends)` (keras-hub's form; or by output name,
+        `span_answers.ANSWER_FORM`), so that
         `dataset.map(preprocessor)` packs elements `((questions, contexts), (answer_starts,
         answer_ends)[, sample_weight])` for `fit`: `(inputs, {"start_logits": start positions,
         "end_logits": end positions}[, weights])`, the windows whose answer covers a sub-token
@@ -163,15 +119,12 @@ class BertSpanPreprocessor(PreprocessorBase):
                 raise ValueError("sample_weight weighs answers: give y = (answer_starts, "
                                  "answer_ends) too.")
             return self.windows(*x)
-        if not (isinstance(y, (tuple, list)) and len(y) == 2):
-            raise TypeError("BertSpanPreprocessor takes y = (answer_starts, answer_ends), a "
-                            f"tuple of two integer batches; got {type(y).__name__}.")
-        out = self.windows(*x, *y)
+        out = self.windows(*x, *answer_columns(y))
         keep = tf.equal(out["unmappable"], 0)
         parts = ({k: out[k] for k in WINDOW_KEYS[:3]},
                  {"start_logits": out["start_positions"], "end_logits": out["end_positions"]})
         if sample_weight is not None:
-            parts += (tf.gather(_question_weights(sample_weight, x[1]), out["example_index"]),)
+            parts += (tf.gather(question_weights(sample_weight, x[1]), out["example_index"]),)
         return tf.nest.map_structure(lambda t: tf.boolean_mask(t, keep), parts)
 
     def windows(self, questions, contexts, answer_starts=None, answer_ends=None,
@@ -213,9 +166,9 @@ class BertSpanPreprocessor(PreprocessorBase):
                          window(ends), tf.cast(is_max, tf.int32))
         out["example_index"] = tf.cast(example, tf.int32)
         if answer_starts is not None:
-            answer = _check_spans(_answer_chars(answer_starts, "answer_starts", rows),
-                                  _answer_chars(answer_ends, "answer_ends", rows),
-                                  questions, contexts)
+            answer = check_spans(answer_chars(answer_starts, "answer_starts", rows),
+                                 answer_chars(answer_ends, "answer_ends", rows),
+                                 questions, contexts)
             first, last = answer_tokens(starts, ends, *answer)
             out.update(self._targets(example, begin, length, tf.gather(q, example) + 2,
                                      first, last, answer[0] >= 0))
@@ -254,19 +207,19 @@ class BertSpanPreprocessor(PreprocessorBase):
     def dataset(self, x, y=None, sample_weight=None, batch_size=32, shuffle=False, seed=None,
                 pad_to_multiple_of=1):
         """tf.data of window batches from `x = (questions, contexts)` (lists or tensors) and
-        optionally `y = (answer_starts, answer_ends)` (characters, -1 = no answer) and one
-        `sample_weight` a question: `inputs` (the three model inputs) or `call`'s `(inputs,
-        {"start_logits": ..., "end_logits": ...}[, weights])`, re-batched to `batch_size`
-        windows, each batch with targets cut to its longest row. A `tf.data.Dataset` `x` is taken as
-        batches of raw `((questions, contexts), y[, sample_weight])` or `(questions,
-        contexts)`."""
+        optionally `y = (answer_starts, answer_ends)` (characters, -1 = no answer; or the dict
+        form of `span_answers.ANSWER_FORM`) and one `sample_weight` a question: `inputs` (the
+        three model inputs) or `call`'s `(inputs, {"start_logits": ..., "end_logits": ...}[,
+        weights])`, re-batched to `batch_size` windows, each batch with targets cut to its
+        longest row. A `tf.data.Dataset` `x` is taken as batches of raw `((questions,
+        contexts), y[, sample_weight])` or `(questions, contexts)`."""
         from kbert.models.backbone import INPUT_KEYS  # text sits above models; lazy: no cycle
 
         if y is None and sample_weight is not None:
             raise ValueError("sample_weight weighs answers: give y too.")
         if not isinstance(x, tf.data.Dataset):
-            check_example_counts(x=x, y=None if y is None else tuple(y),  # (starts, ends)
-                                 sample_weight=sample_weight)
+            y = None if y is None else answer_columns(y)
+            check_example_counts(x=x, y=y, sample_weight=sample_weight)
         if y is not None:  # one [batch, 2] tensor, which tf.data slices as one label
             y = tf.stack([tf.constant(v, tf.int32) for v in y], axis=1)
 
@@ -277,7 +230,8 @@ class BertSpanPreprocessor(PreprocessorBase):
             if not labels:
                 return {k: v for k, v in traced(self)(x).items() if k in INPUT_KEYS}
             y, *weight = labels
-            return traced(self)(x, y if isinstance(y, tuple) else (y[:, 0], y[:, 1]), *weight)
+            y = (y[:, 0], y[:, 1]) if tf.is_tensor(y) else answer_columns(y)
+            return traced(self)(x, y, *weight)
 
         raw = batched_dataset(x, y, sample_weight, lambda *parts: parts, batch_size, shuffle,
                               seed)
@@ -286,6 +240,8 @@ class BertSpanPreprocessor(PreprocessorBase):
         if isinstance(batches.element_spec, tuple):  # with targets: `fit`, `evaluate`
             cut = lambda inputs, *rest: (trim_to_longest(inputs, pad_to_multiple_of),) + rest
             batches = batches.map(cut, num_parallel_calls=tf.data.AUTOTUNE)
+            if not isinstance(x, tf.data.Dataset):  # counted once, the batches of arrays
+                batches = _counted(batches)
         # Without, rows stay `sequence_length` long: `predict` joins its batches' logits,
         # which rows of other lengths would make ragged.
         return prefetched(batches)
@@ -305,3 +261,11 @@ class BertSpanPreprocessor(PreprocessorBase):
                        "max_query_length": self.max_query_length,
                        "max_context_length": self.max_context_length})
         return config
+
+
+def _counted(dataset):
+    """`dataset` with its number of elements known, counted by one pass. Over a dataset of
+    unknown size, Keras 3.15 runs one more step on an empty batch, which its per-output loss
+    trackers count as a batch: `start_logits_loss` came out n/(n + 1) of its value."""
+    count = dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1)
+    return dataset.apply(tf.data.experimental.assert_cardinality(count))

@@ -21,6 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kbert.models.backbone import whole_number
 from kbert.text.preprocessor_base import PreprocessorBase, example_weights, traced
 from kbert.text.windows import max_context_flags, window_plan
 from kbert.text.word_split import split_words
@@ -67,21 +68,17 @@ class BertTokenPreprocessor(PreprocessorBase):
     def __init__(self, tokenizer, sequence_length=128, doc_stride=None, max_context_length=4096,
                  **kwargs):
         super().__init__(tokenizer, **kwargs)
-        if int(sequence_length) < 3:
-            raise ValueError(f"sequence_length must be at least 3 ([CLS] word [SEP]), got "
-                             f"{sequence_length}.")
+        sequence_length = whole_number("sequence_length", sequence_length, 3,
+                                       "an integer of at least 3 ([CLS] word [SEP])")
         if doc_stride is None:
-            doc_stride = max(1, (int(sequence_length) - 2) // 2)
-        if int(doc_stride) < 1 or int(max_context_length) < 1:
-            raise ValueError(f"doc_stride and max_context_length must be positive, got "
-                             f"{doc_stride} and {max_context_length}.")
-        self.doc_stride = int(doc_stride)
-        self.max_context_length = int(max_context_length)
+            doc_stride = max(1, (sequence_length - 2) // 2)
+        self.doc_stride = whole_number("doc_stride", doc_stride, 1)
+        self.max_context_length = whole_number("max_context_length", max_context_length, 1)
         # Keras would cast float labels to the layer's int32 and refuse Python lists: take the
         # inputs as given, so that `_ragged` can check them.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
-        self.sequence_length = int(sequence_length)
+        self.sequence_length = sequence_length
 
     def build(self, words_shape=None, labels_shape=None):
         self.built = True  # no weights; the tokenizer's tables exist from its constructor

@@ -15,32 +15,41 @@ import warnings
 BOM = "\ufeff"
 
 
-def _error(path, number, line, error):
+def _error(source, number, line, error):
     column = error.start + 1
-    return ValueError(f"{os.fspath(path)}:{number}: not UTF-8 text (byte 0x"
+    return ValueError(f"{os.fspath(source)}:{number}: not UTF-8 text (byte 0x"
                       f"{line[error.start]:02x} at column {column}); save the file as UTF-8.")
 
 
-def utf8_lines(path, lenient=False):
-    """Yields the lines of the file at `path` as strings (with their line ends; a byte order
-    mark dropped), decoded one at a time, so a large corpus streams. A line that is not UTF-8
-    raises a ValueError naming it, or with `lenient` is read with U+FFFD for its bad bytes
-    (one warning for the file, when it is done)."""
+def decoded_lines(lines, source, lenient=False):
+    """Yields `lines` (bytes, or strings passed through) as strings, decoded one at a time
+    (a byte order mark dropped from the first), so a large file streams. A line that is not
+    UTF-8 raises a ValueError naming `source` (a path, or "<stdin>") and the line, or with
+    `lenient` is read with U+FFFD for its bad bytes (one warning for the source, when it is
+    done)."""
     bad, first = 0, None
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
+    for number, raw in enumerate(lines, 1):
+        line = raw
+        if isinstance(raw, bytes):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
                 if not lenient:
-                    raise _error(path, number, raw, error) from None
+                    raise _error(source, number, raw, error) from None
                 bad, first = bad + 1, first or number
                 line = raw.decode("utf-8", errors="replace")
-            yield line.removeprefix(BOM) if number == 1 else line
+        yield line.removeprefix(BOM) if number == 1 else line
     if bad:
-        warnings.warn(f"{os.fspath(path)}: {bad} line(s) are not UTF-8 text (the first: line "
+        warnings.warn(f"{os.fspath(source)}: {bad} line(s) are not UTF-8 text (the first: line "
                       f"{first}); their bad bytes are skipped, as Google's "
-                      "create_pretraining_data.py skips them.", stacklevel=2)
+                      "create_pretraining_data.py skips them.", stacklevel=3)
+
+
+def utf8_lines(path, lenient=False):
+    """Yields the lines of the file at `path` as strings, with their line ends
+    (`decoded_lines`)."""
+    with open(path, "rb") as f:
+        yield from decoded_lines(f, path, lenient)
 
 
 def read_utf8(path):

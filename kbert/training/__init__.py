@@ -2,7 +2,7 @@
 
 from kbert.training.finetune import finetune
 from kbert.training.lr_sweep import lr_sweep
-from kbert.training.lamb import Lamb
+from kbert.optimizers import Lamb
 from kbert.training.optimizer import WarmupPolynomialDecay, make_optimizer, no_decay_variables
 from kbert.training.pretrain import pretrain
 

@@ -12,7 +12,8 @@ import itertools
 import json
 import re
 
-from kbert.text.utf8 import BOM, without_lone_surrogates
+from kbert.models.row_error import RowError
+from kbert.text.utf8 import decoded_lines, without_lone_surrogates
 
 REQUEST_KEYS = ("text", "text_pair", "choices", "question", "context")
 
@@ -22,19 +23,11 @@ def _keys(names):
     return ", ".join(json.dumps(name) for name in names)
 
 
-def read_requests(lines):
-    """(line number, request) for each non-blank line of `lines` (str, or bytes of UTF-8 text,
-    a byte order mark allowed), checked: a JSON object whose keys are among `REQUEST_KEYS`,
-    each a string (`choices`: a non-empty list of strings)."""
-    for number, line in enumerate(lines, 1):
-        if isinstance(line, bytes):  # decoded here, a line at a time, to name the bad one
-            try:
-                line = line.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(f"line {number}: not UTF-8 text (byte {error.start + 1} of "
-                                 f"the line).") from None
-        if number == 1:
-            line = line.removeprefix(BOM)
+def read_requests(lines, source="<input>"):
+    """(line number, request) for each non-blank line of `lines` (str, or bytes of UTF-8 text
+    from `source`, a byte order mark allowed: `decoded_lines`), checked: a JSON object whose
+    keys are among `REQUEST_KEYS`, each a string (`choices`: a non-empty list of strings)."""
+    for number, line in enumerate(decoded_lines(lines, source), 1):
         if not line.strip():
             continue
         try:
@@ -59,15 +52,16 @@ def read_requests(lines):
 
 
 def predict_requests(run_dir, lines, batch_size=64, allow_pickle=False, task=None,
-                     data_dir=None, null_threshold=None, top_k=None):
+                     data_dir=None, null_threshold=None, top_k=None, source="<input>"):
     """Yields the answer to each request line of `lines` (JSON-able), in order (`task`,
-    `data_dir`, `null_threshold`, `top_k`: as `open_task_model`)."""
+    `data_dir`, `null_threshold`, `top_k`: as `open_task_model`; `source`: where the lines
+    come from, for `read_requests`)."""
     from kbert.tasks.pretrained import open_task_model
 
     spec, model = open_task_model(run_dir, task, data_dir, allow_pickle, null_threshold,
                                   top_k=top_k)
     keys = first = None
-    requests = read_requests(lines)
+    requests = read_requests(lines, source)
     while chunk := list(itertools.islice(requests, batch_size)):
         for number, request in chunk:
             if keys is None:
@@ -78,12 +72,12 @@ def predict_requests(run_dir, lines, batch_size=64, allow_pickle=False, task=Non
         inputs = {key: [request[key] for _, request in chunk] for key in keys}
         try:
             answers = spec.predict(model, **inputs)
-        except ValueError as error:  # the spec names inputs as keys: quote them as JSON does
-            message = re.sub(rf"\b({'|'.join(REQUEST_KEYS)})\b", r'"\1"', str(error))
-            # and rows of the chunk (from 0) by their line numbers
-            message, named = re.subn(r"\b(row|Question) (\d+)\b", lambda m: (
-                f"{'line' if m[1] == 'row' else 'The question on line'} {chunk[int(m[2])][0]}"
-                if int(m[2]) < len(chunk) else m[0]), message)
-            where = "" if named else f"lines {chunk[0][0]}-{chunk[-1][0]}: "
-            raise ValueError(f"{where}{message}") from error
+        except ValueError as error:
+            # A problem of one request names its line; others, the chunk's lines.
+            one = isinstance(error, RowError) and error.row < len(chunk)
+            message = error.at(f"line {chunk[error.row][0]}") if one else (
+                f"lines {chunk[0][0]}-{chunk[-1][0]}: {error}")
+            # The spec names inputs as keys: quote them as JSON does.
+            message = re.sub(rf"\b({'|'.join(REQUEST_KEYS)})\b", r'"\1"', message)
+            raise ValueError(message) from error
         yield from answers

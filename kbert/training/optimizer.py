@@ -19,66 +19,17 @@ keeps s counting updates.
 Keras' AdamW applies the decay as `var -= var * weight_decay * lr(s)`, so the decay follows the
 schedule too, as in Google's implementation.
 
-kbert's optimizers (`AdamW` here, `kbert.training.lamb.Lamb`) update from the dense gradient
-summed over replicas, and clip that sum (`SummedDenseGradients`): Keras 3 on TensorFlow does
-neither, which made Adam depend on the number of replicas and mis-scale embedding updates.
+The update rules themselves (`AdamW`, `Lamb`) are in `kbert.optimizers`.
 """
 
 import keras
-from keras import ops
 
-from kbert.training.optimizer_mixins import SavedDecayExclusions, SummedDenseGradients
+from kbert.optimizers import AdamW, Lamb
 
 NO_DECAY_NAMES = (r"(^|/)(gamma|beta)(:\d+)?$", r"bias(:\d+)?$")
 """Variable-name patterns (`re.search` on the variable's name) excluded from weight decay. Both
 forms matter: Keras' own name is "gamma", but on the TensorFlow backend AdamW checks the name of
 the underlying `tf.Variable`, the full path "embeddings/layer_norm/gamma:0"."""
-
-
-@keras.saving.register_keras_serializable(package="kbert")
-class AdamW(SummedDenseGradients, SavedDecayExclusions, keras.optimizers.AdamW):
-    """Keras' AdamW with ε where Adam's Algorithm 1 puts it, updating from the summed dense
-    gradient (`SummedDenseGradients`), on TensorFlow with one fused kernel per variable, its
-    decay exclusions saved with it.
-
-    Algorithm 1 (Kingma & Ba; `torch.optim.AdamW`, so Hugging Face's fine-tuning) steps by
-    lr·m̂/(√v̂ + ε). Keras adds ε to √v before the bias correction, which is Algorithm 1 with
-    ε/√(1 - β2^t): 32× BERT's ε=1e-6 at the first step, 2× at the 277th. Updates of weights
-    whose gradients are that small (many, once the global norm is clipped to 1) came
-    out damped, and a 277-step SQuAD fine-tuning learned measurably slower than Hugging Face's
-    from the same weights and batches (README, "Side by side with Hugging Face"). Here ε is
-    scaled by √(1 - β2^t) before it enters Keras' form, which gives Algorithm 1 exactly.
-    """
-
-    def __init__(self, *args, amsgrad=False, **kwargs):
-        if amsgrad:
-            raise ValueError("kbert's AdamW has no amsgrad variant; use keras.optimizers.AdamW.")
-        super().__init__(*args, **kwargs)
-
-    def update_step(self, gradient, variable, learning_rate):
-        dtype = variable.dtype
-        step = ops.cast(self.iterations + 1, dtype)
-        beta_1, beta_2 = ops.cast(self.beta_1, dtype), ops.cast(self.beta_2, dtype)
-        beta_1_power, beta_2_power = ops.power(beta_1, step), ops.power(beta_2, step)
-        epsilon = ops.cast(self.epsilon, dtype) * ops.sqrt(1.0 - beta_2_power)
-        lr = ops.cast(learning_rate, dtype)
-        gradient = ops.cast(gradient, dtype)
-        index = self._get_variable_index(variable)
-        m, v = self._momentums[index], self._velocities[index]
-        if keras.backend.backend() == "tensorflow":
-            import tensorflow as tf
-
-            # ApplyAdam: m += (g - m)(1 - β1), v += (g² - v)(1 - β2),
-            # var -= lr·√(1 - β2^t)/(1 - β1^t) · m/(√v + ε), in one pass over the variable
-            # and its moments where Keras' ops make a dozen.
-            return tf.raw_ops.ResourceApplyAdam(
-                var=variable.handle, m=m.handle, v=v.handle, beta1_power=beta_1_power,
-                beta2_power=beta_2_power, lr=lr, beta1=beta_1, beta2=beta_2,
-                epsilon=epsilon, grad=gradient)
-        self.assign_add(m, (gradient - m) * (1.0 - beta_1))
-        self.assign_add(v, (ops.square(gradient) - v) * (1.0 - beta_2))
-        alpha = lr * ops.sqrt(1.0 - beta_2_power) / (1.0 - beta_1_power)
-        self.assign_sub(variable, m * alpha / (ops.sqrt(v) + epsilon))
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -168,7 +119,7 @@ def no_decay_variables(model):
 
 
 OPTIMIZERS = ("adamw", "lamb")
-"""What `make_optimizer(optimizer=...)` builds: kbert's `AdamW`, or `kbert.training.lamb.Lamb`."""
+"""What `make_optimizer(optimizer=...)` builds: `kbert.optimizers.AdamW` or `.Lamb`."""
 
 
 def make_optimizer(learning_rate, total_steps, warmup_fraction=0.1, weight_decay=0.01,
@@ -201,8 +152,6 @@ def make_optimizer(learning_rate, total_steps, warmup_fraction=0.1, weight_decay
     common = dict(learning_rate=schedule, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
                   global_clipnorm=clipnorm, gradient_accumulation_steps=accumulation)
     if optimizer == "lamb":
-        from kbert.training.lamb import Lamb  # lamb imports this module's mixins
-
         built = Lamb(weight_decay_rate=weight_decay, **common)
     else:
         built = AdamW(weight_decay=weight_decay, **common)

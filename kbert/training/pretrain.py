@@ -11,7 +11,7 @@ What `kbert pretrain` calls, with the settings of a `PretrainConfig`
    its masked-LM and next-sentence heads where it has them; both through `kbert.presets`), in
    the strategy's scope (`kbert.training.distribution`; on JAX, `keras.distribution` over the
    whole run: `kbert.training.jax_distribution`), with the dtype policy for mixed precision;
-3. compiles it with AdamW (`kbert.training.optimizer`) or LAMB (`kbert.training.lamb`): linear
+3. compiles it with AdamW or LAMB (`kbert.optimizers`, `kbert.training.optimizer`): linear
    warmup then linear (or polynomial) decay over the optimizer steps, weight decay 0.01 except on
    LayerNorm and biases, global-norm clipping, optional gradient accumulation and XLA;
 4. trains with plain `model.fit`: dynamic masking (fresh masks every epoch), TensorBoard logs in

@@ -338,6 +338,28 @@ def test_unservable_ops_are_refused(tmp_path):
         serving_ops.check_servable(tmp_path)
 
 
+def test_a_classifier_fit_on_pairs_exports_for_pairs(tiny, tmp_path):
+    """A classifier fit on raw pairs knows it (`sentence_pair`, saved with it), and its export
+    takes pairs without being told: it served single sentences, answers about other input."""
+    backbone, pre = tiny
+    model = BertClassifier(backbone, num_classes=2, preprocessor=pre)
+    assert model.sentence_pair is None
+    model.compile()
+    texts, pairs = ["the movie was good", "a bad film !"], ["it is great", "not good ."]
+    model.fit((texts, pairs), [1, 0], verbose=0)
+    model.save(tmp_path / "pair.keras")
+    loaded = keras.saving.load_model(tmp_path / "pair.keras")
+    assert loaded.sentence_pair is True
+    sig = _load(export_saved_model(loaded, tmp_path / "served"))
+    out = sig["serving_default"](text=tf.constant(texts), text_pair=tf.constant(pairs))
+    expected = tf.nn.softmax(model.predict((texts, pairs), verbose=0)).numpy()
+    np.testing.assert_allclose(out["probabilities"], expected, atol=1e-5)
+    model.fit(texts, [1, 0], verbose=0)  # its last raw-text fit: single sentences
+    assert model.sentence_pair is False
+    single = _load(export_saved_model(model, tmp_path / "served_single"))["serving_default"]
+    assert set(single.structured_input_signature[1]) == {"text"}
+
+
 def test_pair_classifier_and_regression(tiny, tmp_path):
     backbone, pre = tiny
     texts, pairs = ["the movie was good", "a bad film !"], ["it is great", "not good ."]

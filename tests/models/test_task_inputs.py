@@ -537,11 +537,11 @@ def test_ragged_choices_and_non_finite_targets_are_refused_by_name():
                                        preprocessor=kbert.BertPreprocessor(tokenizer, 16))
     choices.compile(optimizer="adam")
     ragged = (["w1", "w2"], [["w3", "w4"], ["w5"]])
-    with pytest.raises(ValueError, match=r"Question 1 has 1 choice\(s\); this model scores 2"):
+    with pytest.raises(ValueError, match=r"The question of row 1 has 1 choice\(s\); this model scores 2"):
         choices.fit(ragged, [0, 1], verbose=0)
     with pytest.raises(ValueError, match="every question needs as many choices"):
         choices.preprocessor.dataset(ragged)
-    with pytest.raises(ValueError, match=r"Question 0 has 3 choice\(s\); this model scores 2"):
+    with pytest.raises(ValueError, match=r"The question of row 0 has 3 choice\(s\); this model scores 2"):
         choices.predict((["w1"], [["w3", "w4", "w5"]]), verbose=0)
     assert choices.predict((["w1"], [np.array(["w3", "w4"])]), verbose=0).shape == (1, 2)
     regression = kbert.BertClassifier(backbone, num_classes=1)
@@ -580,7 +580,7 @@ def test_choice_counts_are_checked_in_arrays_tensors_ragged_tensors_and_datasets
         with pytest.raises(ValueError, match=rf"The choices have shape {shape}: 3 a question; "
                                              r"this model scores 2 a question \(num_choices\)"):
             call()
-    with pytest.raises(ValueError, match=r"Question 1 has 1 choice\(s\); this model scores 2"):
+    with pytest.raises(ValueError, match=r"The question of row 1 has 1 choice\(s\); this model scores 2"):
         model.predict((["w1", "w2"], tf.ragged.constant([["w3", "w4"], ["w5"]])), verbose=0)
     listed = model.predict((["w1"], [["w3", "w4"]]), verbose=0)
     for choices in (np.array([["w3", "w4"]]), tf.ragged.constant([["w3", "w4"]])):

@@ -140,7 +140,7 @@ def test_mirrored_two_logical_cpus_matches_single_device(tmp_path, corpus_file):
     assert "keras-team/keras#19005" in result["xla_refused"]
 
 
-@pytest.mark.parametrize("name", ["adamw", "lamb"])
+@pytest.mark.parametrize("name", ["adam", "adamw", "lamb"])
 def test_update_from_repeated_embedding_indices_equals_dense(name):
     """An embedding gradient whose slices repeat an index (as a segment id's does) updates like
     its dense sum, clipped by the sum's norm. Keras' own Adam would square each slice for the
@@ -149,10 +149,11 @@ def test_update_from_repeated_embedding_indices_equals_dense(name):
     import numpy as np
     import tensorflow as tf
 
-    from kbert.training.lamb import Lamb
-    from kbert.training.optimizer import AdamW
+    from kbert.optimizers import Adam, AdamW, Lamb
 
     def make(clip):
+        if name == "adam":  # the task models' compile() default
+            return Adam(0.1, epsilon=0.1, global_clipnorm=clip)
         if name == "adamw":
             return AdamW(0.1, weight_decay=0.0, epsilon=0.1, global_clipnorm=clip)
         return Lamb(0.1, weight_decay_rate=0.0, epsilon=0.1, global_clipnorm=clip)
@@ -179,7 +180,8 @@ FLOAT16 = textwrap.dedent("""
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
-    from kbert.training.optimizer import AdamW, LossScaleOptimizer
+    from kbert.optimizers import AdamW
+    from kbert.training.optimizer import LossScaleOptimizer
     keras.mixed_precision.set_global_policy("mixed_float16")
     x = np.ones((4, 2), "float32")
     x[2:] = 3e4  # the second replica's rows: its float16 gradients overflow

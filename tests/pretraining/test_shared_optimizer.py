@@ -6,8 +6,8 @@ import keras
 import pytest
 
 from kbert import BertBackbone, BertPretrainer
-from kbert.training.lamb import Lamb
-from kbert.training.optimizer import AdamW, LossScaleOptimizer, make_optimizer
+from kbert.optimizers import AdamW, Lamb
+from kbert.training.optimizer import LossScaleOptimizer, make_optimizer
 
 BATCHES = (0, 1, 5, 9, 10, 29, 30, 31, 59, 60, 150, 299, 300, 400)
 # (make_optimizer's pre-training keywords, class, inner class, learning rate at BATCHES)

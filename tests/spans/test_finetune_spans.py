@@ -11,6 +11,7 @@ from kbert.data.conll import read_conll
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.models.token_classifier import BertTokenClassifier
 from kbert.runs import RunDirectory
+from kbert.tasks import squad as squad_spec
 from kbert.tasks.squad import _squad_splits as squad_splits
 from kbert.training.finetune import evaluate_run, finetune, predict_run
 from tests.spans.helpers import squad_json
@@ -36,7 +37,7 @@ def _common(tmp_path, name):
 
 
 @pytest.mark.slow
-def test_finetune_squad2_from_v1_with_unanswerable_questions(tmp_path):
+def test_finetune_squad2_from_v1_with_unanswerable_questions(tmp_path, monkeypatch):
     data = _squad_dir(tmp_path)
     splits = squad_splits("2.0", data, 0.5)
     assert len(splits["dev"]) == 9 and sum(e.is_impossible for e in splits["dev"]) == 3
@@ -63,6 +64,10 @@ def test_finetune_squad2_from_v1_with_unanswerable_questions(tmp_path):
     for blank in ("", " ", "\u200b"):  # a zero-width space is a format character, dropped
         with pytest.raises(ValueError, match="question of row 1 is blank"):
             predict_run(run, question=["Who?", blank], context=[CONTEXT, CONTEXT])
+    # Questions are windowed in chunks; the row named is the request's, not the chunk's.
+    monkeypatch.setattr(squad_spec, "WINDOW_CHUNK", 2)
+    with pytest.raises(ValueError, match="question of row 4 is blank"):
+        predict_run(run, question=["Who?"] * 4 + [" "], context=[CONTEXT] * 5)
     assert predict_run(run, question="Who?", context=" \t") == {
         "answer": "", "start": -1, "end": -1, "score": None, "null_score_diff": None}
     assert metrics["no_answer_total"] == 3 and metrics["has_answer_total"] == 6

@@ -225,6 +225,9 @@ def test_bad_inputs_name_the_problem(tokenizer):
         pre(["a question", "its context"])  # a batch of two strings, not a pair of batches
     with pytest.raises(TypeError, match=r"y = \(answer_starts, answer_ends\)"):
         pre((q, c), tf.constant([0]))
+    named = r"\{'start_logits': answer_starts.* keys \['end', 'start'\]"
+    with pytest.raises(ValueError, match=named):
+        pre((q, c), {"start": [0], "end": [1]})
     with pytest.raises(ValueError, match="sample_weight weighs answers"):
         pre((q, c), sample_weight=[1.0])
     with pytest.raises(tf.errors.InvalidArgumentError, match="one weight per question"):

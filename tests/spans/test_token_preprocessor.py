@@ -179,7 +179,7 @@ def test_bad_inputs_name_the_problem(tokenizer):
         pre(tf.ragged.constant([["a", "b"]]), tf.ragged.constant([[1]]))
     with pytest.raises(TypeError, match="split_words expects strings, got dtype int32"):
         split_words(tf.constant([1, 2]))
-    with pytest.raises(ValueError, match="sequence_length must be at least 3"):
+    with pytest.raises(ValueError, match="sequence_length must be an integer of at least 3"):
         BertTokenPreprocessor(tokenizer, 2)
     with pytest.raises(TypeError, match="needs a BertTokenizer"):
         BertTokenPreprocessor("vocab.txt")

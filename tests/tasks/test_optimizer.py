@@ -63,7 +63,7 @@ def test_global_norm_from_touched_rows_equals_the_dense_norm(jit):
     import tensorflow as tf
     from keras.src.optimizers.base_optimizer import clip_by_global_norm
 
-    from kbert.training.optimizer import AdamW
+    from kbert.optimizers import AdamW
 
     rng = np.random.default_rng(0)
     indices = tf.constant(rng.integers(0, 50, 300), "int32")  # many repeats
@@ -138,7 +138,7 @@ def test_adamw_equals_torch_adamw(jit):
     on the small gradients."""
     import tensorflow as tf
 
-    from kbert.training.optimizer import AdamW
+    from kbert.optimizers import AdamW
 
     initial, steps = adamw_problem()
     want = torch_adamw(initial, steps)
@@ -162,7 +162,7 @@ def test_adamw_equals_torch_adamw_on_jax(tmp_path):
         import sys
         import numpy as np, keras
         assert keras.backend.backend() == "jax"
-        from kbert.training.optimizer import AdamW
+        from kbert.optimizers import AdamW
         arrays = np.load(sys.argv[1])
         values = [arrays[f"arr_{n}"] for n in range(len(arrays.files))]
         weights = [keras.Variable(w) for w in values[:2]]
@@ -183,7 +183,7 @@ def test_adamw_equals_torch_adamw_on_jax(tmp_path):
 
 
 def test_adamw_refuses_amsgrad():
-    from kbert.training.optimizer import AdamW
+    from kbert.optimizers import AdamW
 
     with pytest.raises(ValueError, match="amsgrad"):
         AdamW(amsgrad=True)
@@ -193,7 +193,7 @@ def test_lamb_keeps_its_decay_exclusions_through_its_config(tiny_config):
     """With zero gradients LAMB's update is λ·w scaled by the trust ratio ||w|| / ||λ·w||, so a
     decayed weight moves to w·(1 - lr) and an excluded one stays; the same after a rebuild
     from the config."""
-    from kbert.training.lamb import Lamb
+    from kbert.optimizers import Lamb
 
     backbone = BertBackbone(tiny_config)
     original = Lamb(0.01, weight_decay_rate=0.01)

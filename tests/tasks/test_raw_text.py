@@ -60,6 +60,28 @@ def test_pairs_as_a_tuple_of_lists(backbone):
                                _by_hand(model, tuple(np.array(p) for p in PAIRS)), atol=1e-5)
 
 
+def test_a_dataset_of_pairs_nests_them(backbone):
+    """A raw dataset's element is (x, y[, weight]) as Keras reads it: pairs are one level
+    deeper. Elements (texts_a, texts_b) were texts labelled by texts, refused as "labels must
+    be numbers" with advice to map label names only; now the message shows the nesting too,
+    which works."""
+    import tensorflow as tf
+
+    model = BertClassifier(backbone, num_classes=3, preprocessor=preprocessor(16))
+    model.compile()
+    nested = tf.data.Dataset.from_tensor_slices((PAIRS,)).batch(2)
+    np.testing.assert_allclose(model.predict(nested, verbose=0),
+                               model.predict(PAIRS, verbose=0), atol=1e-5)
+    labelled = tf.data.Dataset.from_tensor_slices((PAIRS, [0, 2, 1])).batch(2)
+    assert model.evaluate(labelled, verbose=0) == pytest.approx(
+        model.evaluate(PAIRS, [0, 2, 1], verbose=0))
+    flat = tf.data.Dataset.from_tensor_slices(PAIRS).batch(2)
+    for call in (model.predict, model.evaluate, model.fit):
+        with pytest.raises(ValueError, match=r"map label names .* second texts of pairs.*"
+                                             r"\(\(texts_a, texts_b\),\) to predict"):
+            call(flat, verbose=0)
+
+
 def test_utf8_bytes_read_as_the_same_text(backbone):
     """tf.data's `as_numpy_iterator` gives text as UTF-8 bytes; those with non-ASCII
     characters failed with `UnicodeDecodeError: 'ascii' codec`."""
@@ -285,6 +307,58 @@ def test_span_predictions_on_raw_text_are_one_array_of_windows(backbone):
         assert isinstance(out[key], np.ndarray) and out[key].shape == (len(windows["token_ids"]),
                                                                        16)
         np.testing.assert_allclose(out[key], expected[key], atol=1e-5)
+
+
+def test_span_answers_by_output_name_are_the_tuple(backbone):
+    """`{"start_logits": starts, "end_logits": ends}`, the span model's output names (as Keras
+    pairs dict targets), trains as `(starts, ends)` does: in `fit` / `evaluate` on raw text and
+    through `dataset.map(preprocessor)`. It failed in `fit` ("Cannot convert 'start_logits'")."""
+    import tensorflow as tf
+
+    from kbert.models.span_labeler import BertSpanLabeler
+    from kbert.text import BertSpanPreprocessor
+
+    pre = BertSpanPreprocessor(preprocessor(12).tokenizer, 16, doc_stride=4, max_query_length=4)
+    model = BertSpanLabeler(backbone, preprocessor=pre)
+    model.compile()
+    x = (["what is it ?", "who ?"], ["a good film , not a dull movie at all", "no"])
+    starts, ends = [2, 0], [6, 2]
+    by_name = {"start_logits": starts, "end_logits": ends}
+    score = lambda y: model.evaluate(x, y, verbose=0, return_dict=True)  # noqa: E731
+    assert score(by_name) == pytest.approx(score((starts, ends)))
+    pairs = tf.data.Dataset.from_tensor_slices((x, (starts, ends))).batch(2).map(pre)
+    named = tf.data.Dataset.from_tensor_slices((x, by_name)).batch(2).map(pre)
+    for (a, ya), (b, yb) in zip(pairs, named):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+        for key in ya:
+            np.testing.assert_array_equal(ya[key], yb[key])
+    model.fit(x, by_name, epochs=1, verbose=0)
+    model.fit(tf.data.Dataset.from_tensor_slices((x, by_name)).batch(2), verbose=0)
+
+
+def test_span_losses_by_output_equal_the_packed_windows(backbone):
+    """Raw questions' windows are counted once, so Keras knows the dataset's size: over one of
+    unknown size it ran one more, empty step, which its per-output loss trackers counted, and
+    `start_logits_loss` came out n/(n + 1) of its value (n batches)."""
+    from kbert.models.span_labeler import BertSpanLabeler
+    from kbert.text import BertSpanPreprocessor
+
+    pre = BertSpanPreprocessor(preprocessor(12).tokenizer, 16, doc_stride=4, max_query_length=4)
+    model = BertSpanLabeler(backbone, preprocessor=pre)
+    model.compile()
+    x = (["what is it ?", "who ?", "why not ?"],
+         ["a good film , not a dull movie at all", "no", "a film"])
+    y = ([2, 0, 0], [6, 2, 1])
+    windows = pre.windows(*x, *y)
+    keep = windows["unmappable"].numpy() == 0
+    inputs = {k: windows[k].numpy()[keep] for k in ("token_ids", "segment_ids", "padding_mask")}
+    targets = {"start_logits": windows["start_positions"].numpy()[keep],
+               "end_logits": windows["end_positions"].numpy()[keep]}
+    assert len(targets["start_logits"]) > 2  # several batches of 2
+    packed = model.evaluate(inputs, targets, batch_size=2, verbose=0, return_dict=True)
+    raw = model.evaluate(x, y, batch_size=2, verbose=0, return_dict=True)
+    assert raw == pytest.approx(packed, rel=1e-5)
 
 
 def test_text_as_a_column_and_as_a_list_in_any_order(backbone):

@@ -164,8 +164,23 @@ def test_errors(tok):
         BertPreprocessor(tok, sequence_length=2)
     with pytest.raises(TypeError, match="BertTokenizer"):
         BertPreprocessor("vocab.txt")
-    with pytest.raises(ValueError, match="one or two segments"):
-        BertPreprocessor(tok)((tf.constant(["a"]),) * 3)
+    with pytest.raises(ValueError, match="one or two segments, got 3: a batch of texts is a "
+                                         "list or a tensor"):
+        BertPreprocessor(tok)(("a", "b", "c"))
+    # Lengths that are not whole numbers were cut (10.7 → 10) or failed in int().
+    for length in (10.7, "abc", True):
+        with pytest.raises(ValueError, match="sequence_length must be an integer of at least 3"):
+            BertPreprocessor(tok, sequence_length=length)
+    # A pair's parts of different sizes: TensorFlow's "Incompatible shapes: [3] vs. [2]".
+    pre = BertPreprocessor(tok, sequence_length=8)
+    differ = "two parts of a pair .* differ in number"
+    with pytest.raises(ValueError, match=differ + ": 3 and 2"):
+        pre((["a", "b", "c"], ["d", "e"]))
+    with pytest.raises(ValueError, match=differ + ": 3 and 2"):
+        pre((["a", "b", "c"], [["d", "e"], ["f", "g"]]))  # questions and their choices
+    traced = tf.function(pre, input_signature=[(tf.TensorSpec([None], tf.string),) * 2])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=differ):
+        traced((tf.constant(["a", "b", "c"]), tf.constant(["d", "e"])))
 
 
 def test_a_python_list_of_texts_is_a_batch_not_a_pair():
@@ -199,5 +214,15 @@ def test_dataset_map_packs_text_and_keeps_labels_and_weights(tok):
         for value, want in zip(got[1:], rest):
             np.testing.assert_array_equal(value, want)
     assert isinstance(pre(tf.constant(texts)), dict)  # no labels: the packed dict alone
+    # Unbatched elements, mapped before `.batch` (keras-hub's order): a text, a pair, and a
+    # question with its choices (which failed in the tokenizer: "shape (1, 2)").
+    choices = [["on the mat", "ran off"], ["a cat", "the dog"]]
+    for x in (texts, (texts, others), (texts, choices)):
+        dataset = tf.data.Dataset.from_tensor_slices((x, labels))
+        unbatched = next(iter(dataset.map(pre).batch(2)))
+        batched = next(iter(dataset.batch(2).map(pre)))
+        for key in batched[0]:
+            np.testing.assert_array_equal(unbatched[0][key], batched[0][key])
+        np.testing.assert_array_equal(unbatched[1], labels)
     np.testing.assert_array_equal(tok.tokenize(tf.constant(texts)).to_tensor(),
                                   tok(tf.constant(texts)).to_tensor())

@@ -1,4 +1,4 @@
-"""Mixins that kbert's optimizers (`AdamW`, `Lamb`) put before their Keras base class, each
+"""Mixins that kbert's optimizers (`Adam`, `AdamW`, `Lamb`) put before their Keras base class, each
 mending one behaviour of Keras 3's optimizers: the gradient an update sees under replicas and
 with embedding lookups (`SummedDenseGradients`), and weight-decay exclusions that a saved
 optimizer forgot (`SavedDecayExclusions`).
