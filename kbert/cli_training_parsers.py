@@ -8,9 +8,9 @@ from kbert.cli_types import (allow_pickle_option, batch_range, dropout_rate, fin
                              non_negative_int, positive_float, positive_int, subcommand)
 from kbert.layers.attention_kernel import IMPLEMENTATIONS
 
-ATTENTION_HELP = ("the attention kernel (kbert.layers.attention_kernel). Default auto: cuDNN's "
-                  "on an NVIDIA GPU under JAX, except in training with attention dropout; the "
-                  "einsum elsewhere. flash (JAX) keeps the dropout")
+ATTENTION_HELP = ("the attention kernel (kbert.layers.attention_kernel). Default auto: on an "
+                  "NVIDIA GPU under JAX, cuDNN's, or kbert's flash kernel in training with "
+                  "attention dropout; the einsum elsewhere")
 
 
 def pretrain_parser(commands):
@@ -159,7 +159,7 @@ def _finetune_extras(finetune):
                                "(default: the checkpoint's, 0.1)")
     finetune.add_argument("--attention-dropout", type=dropout_rate,
                           help="dropout on the attention probabilities (default: the "
-                               "checkpoint's, 0.1); 0 lets auto pick cuDNN's kernel on a GPU")
+                               "checkpoint's, 0.1)")
     finetune.add_argument("--mixed-precision", choices=("bf16", "fp16"),
                           help="compute in bfloat16 (on a CPU, without XLA: faster on the "
                                "AMD EPYC measured, slower on the Intel Xeon without AMX; see "

@@ -28,7 +28,9 @@ GPU_BF16 = {"backend": "jax", "device": "cuda", "dtype": "bfloat16", "head_size"
     ({"dtype": "float16"}, "fused"),
     ({"training": True, "attention_dropout": 0.0}, "fused"),
     ({"training": False, "attention_dropout": 0.1}, "fused"),  # inference: dropout is off
-    ({"training": True, "attention_dropout": 0.1}, "einsum"),  # keeps the paper's dropout
+    ({"training": True, "attention_dropout": 0.1}, "flash"),  # keeps the paper's dropout
+    ({"training": True, "attention_dropout": 0.1, "head_size": 40}, "einsum"),  # no flash tile
+    ({"training": True, "attention_dropout": 0.1, "device": "cpu"}, "einsum"),
     ({"backend": "tensorflow", "device": None}, "einsum"),
     ({"device": "cpu"}, "einsum"),
     ({"device": "rocm"}, "einsum"),
