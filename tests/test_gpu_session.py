@@ -73,10 +73,10 @@ def test_the_deadline_stops_the_session_and_kills_a_step_with_its_children(fake_
 
 
 def test_dry_run_prints_each_command(capsys):
-    assert gpu_session.main(["--dry-run", "--out-dir", "/x", "--steps", "flash-training"]) == 0
+    assert gpu_session.main(["--dry-run", "--out-dir", "/x", "--steps", "einsum-training"]) == 0
     line, = capsys.readouterr().out.splitlines()
-    assert line == ("python3 -m benchmarks.gpu --attention flash --contestants kbert "
-                    "--out /x/flash-training.json")
+    assert line == ("python3 -m benchmarks.gpu --attention einsum --contestants kbert "
+                    "--out /x/einsum-training.json")
 
 
 def test_the_docstring_examples_parse():
