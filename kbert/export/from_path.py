@@ -51,14 +51,15 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
         model, preprocessor = _for_export_task(model, preprocessor, task, model_path)
     if label_names is None and info.get("kind") == "classification" and task != "backbone":
         label_names = info.get("label_names")  # not for the run's encoder alone
-    # What the run says, else the model (a classifier fit on raw text knows its form).
-    known = info.get("sentence_pair", getattr(model, "sentence_pair", None))
-    if sentence_pair and known is False:  # known: single sentences
+    # What the run says; None leaves it to export_saved_model, which asks the model (a
+    # classifier fit on raw text knows its form).
+    if sentence_pair is None:
+        sentence_pair = info.get("sentence_pair")
+    elif sentence_pair and False in (info.get("sentence_pair"),
+                                     getattr(model, "sentence_pair", None)):
         raise ValueError(f"{model_path} answers task {info.get('task', 'its task')!r} "
                          "with single sentences, as it was trained: sentence_pair=True would "
                          "serve it text pairs it never saw.")
-    if sentence_pair is None:
-        sentence_pair = bool(known)
     squad = {"squad_version": info.get("version", "1.1"),
              "null_threshold": info.get("task_options", {}).get("null_threshold", 0.0)}
     return export_saved_model(model, output_dir, preprocessor=preprocessor, version=version,

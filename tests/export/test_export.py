@@ -358,6 +358,12 @@ def test_a_classifier_fit_on_pairs_exports_for_pairs(tiny, tmp_path):
     assert model.sentence_pair is False
     single = _load(export_saved_model(model, tmp_path / "served_single"))["serving_default"]
     assert set(single.structured_input_signature[1]) == {"text"}
+    # From a file (no run's record), as `kbert export` runs: the model's own form decides.
+    served = _load(export_from_cli(tmp_path / "pair.keras", tmp_path / "cli", warmup_texts=[]))
+    assert set(served["serving_default"].structured_input_signature[1]) == {"text", "text_pair"}
+    model.save(tmp_path / "single.keras")
+    with pytest.raises(ValueError, match="with single sentences, as it was trained"):
+        export_from_cli(tmp_path / "single.keras", tmp_path / "cli_pair", sentence_pair=True)
 
 
 def test_pair_classifier_and_regression(tiny, tmp_path):
