@@ -165,13 +165,17 @@ def profile(case, config, args):
     return report
 
 
-def main(argv=None):
+def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("cases", nargs="+", choices=("train", "infer"))
     gpu_worker.add_model_options(parser)
     parser.add_argument("--out", required=True)
     parser.add_argument("--trace-dir", required=True, help="where the profiler writes")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse(argv)
     os.environ["KERAS_BACKEND"] = "jax"  # before Keras loads: the GPU image has no TensorFlow
     import keras
 

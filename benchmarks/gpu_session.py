@@ -5,8 +5,8 @@ one command: this runs the owed measurements one after another, each in a proces
 its own, and stops starting new ones when the deadline is near, so that one call brings back
 whatever fitted. `OUT_DIR/session.json` records each step's command, exit code, seconds and
 status (done, failed, timed out, not started), so a second call can run what is left
-(`--steps`); `OUT_DIR/session.log` holds every step's output. Seven files in all, within the
-eight a device call returns. Results keep the names the README cites under
+(`--steps`); `OUT_DIR/session.log` holds every step's output. Eight files in all, what a
+device call returns. Results keep the names the README cites under
 `benchmarks/results/gpu/`.
 
 On the GPU machine, after the README's "On a GPU" recipe (Keras from wheels, PYTHONPATH):
@@ -50,6 +50,8 @@ PLAN = (
     Step("flash-attention", "benchmarks.gpu_attention",
          ("--implementation", "flash", "--batch", "256",
           "--tiles", "128x64/64", "64x64/64", "128x128/32", "64x64/32")),
+    # Where the time goes now: fit / predict against the bare step, GPU kernels by kind.
+    Step("profile", "benchmarks.gpu_profile", ("train", "infer", "--trace-dir", "/tmp/trace")),
 )
 
 
