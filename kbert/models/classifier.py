@@ -76,10 +76,9 @@ class BertClassifier(BertTask):
                        Pearson()]
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
-    def fit(self, x=None, *args, **kwargs):
-        if self._raw(x):
-            self.sentence_pair = text_pairs(x)
-        return super().fit(x, *args, **kwargs)
+    def _fitting_on(self, text):
+        if text is not None:  # recorded before training: checkpoints saved during it keep it
+            self.sentence_pair = text_pairs(text)
 
     def task_config(self):
         return {"num_classes": self.num_classes, "dropout": self.dropout,

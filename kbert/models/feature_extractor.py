@@ -10,6 +10,7 @@ import keras
 
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone, whole_number
+from kbert.models.raw_inputs import text_pairs
 from kbert.models.task import BertTask, classification_defaults
 
 COMBINES = ("concat", "mean", "sum")
@@ -112,14 +113,15 @@ class BertFeatureClassifier(BertTask):
     """The paper's feature-based use for sentence (or pair) classification: a small classifier
     trained on frozen BERT features. The chosen layers' hidden states (`BertFeatureExtractor`)
     feed a BiLSTM over the masked sequence → dropout → dense logits [batch, num_classes]. Only
-    the BiLSTM and the dense layer train.
+    the BiLSTM and the dense layer train. `sentence_pair`: as `BertClassifier`'s (set by a `fit`
+    on raw text, saved, served).
 
     >>> model = BertFeatureClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=2,
     ...                               layers=(-2, -1))  # tiny has 2 blocks: 3 hidden states
     """
 
     def __init__(self, backbone: BertBackbone, num_classes=2, layers=(-4, -3, -2, -1),
-                 lstm_units=64, dropout=0.1, **kwargs):
+                 lstm_units=64, dropout=0.1, sentence_pair=None, **kwargs):
         num_classes = whole_number("num_classes", num_classes, 2)
         # === Layers ===
         extractor = BertFeatureExtractor(backbone, layers=layers, name="feature_extractor")
@@ -140,6 +142,7 @@ class BertFeatureClassifier(BertTask):
         self.feature_layers = extractor.feature_layers
         self.lstm_units = lstm_units
         self.dropout = dropout
+        self.sentence_pair = None if sentence_pair is None else bool(sentence_pair)
         self.feature_extractor = extractor
 
     @property
@@ -153,4 +156,9 @@ class BertFeatureClassifier(BertTask):
 
     def task_config(self):
         return {"num_classes": self.num_classes, "layers": list(self.feature_layers),
-                "lstm_units": self.lstm_units, "dropout": self.dropout}
+                "lstm_units": self.lstm_units, "dropout": self.dropout,
+                "sentence_pair": self.sentence_pair}
+
+    def _fitting_on(self, text):
+        if text is not None:
+            self.sentence_pair = text_pairs(text)

@@ -172,12 +172,6 @@ class BertTask(keras.Model):
     def _check(self, x, y=None):
         return checked_inputs(self, x, y)
 
-    def _labels_by_output(self, y):
-        return by_output(self.output, y)
-
-    def _weights_by_output(self, sample_weight):
-        return by_output(self.output, sample_weight, "sample weight")
-
     def _check_labels(self, y):
         """A hook: checks array labels against the head (its `label_classes`)."""
         check_labels(y, self.label_classes)
@@ -185,6 +179,9 @@ class BertTask(keras.Model):
     def _dataset_label_classes(self, spec):
         """A hook: the classes a dataset's labels (`spec`) index, None when not checked."""
         return sparse_label_classes(spec, self.label_classes)
+
+    def _fitting_on(self, text):
+        """A hook: `fit`, its input checked, is about to train on raw `text` (None: packed)."""
 
     def _weigh_classes(self, x, y, sample_weight, class_weight):
         """A hook: `fit`'s (x, sample_weight, class_weight) once `class_weight` is applied, or
@@ -216,7 +213,8 @@ class BertTask(keras.Model):
         validation_data = checked_validation_data(self, validation_data)
         rows = batch_size or 32
         packed_here = []  # the datasets made of raw text here
-        if self._raw(x):
+        text = x if self._raw(x) else None
+        if text is not None:
             if validation_split and validation_data is None:
                 if hasattr(x, "element_spec"):
                     raise ValueError("validation_split holds out the last examples of lists or "
@@ -245,6 +243,7 @@ class BertTask(keras.Model):
         if kwargs.get("class_weight") is not None:
             x, sample_weight, kwargs["class_weight"] = self._weigh_classes(
                 x, y, sample_weight, kwargs["class_weight"])
+        self._fitting_on(text)
         with expected_warnings_hidden(packed_here, kwargs.get("steps_per_epoch")):
             return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
                                validation_data=validation_data, shuffle=shuffle,
@@ -254,13 +253,13 @@ class BertTask(keras.Model):
         """Keras' `train_on_batch`, with tuple labels and weights paired as `fit` pairs them
         (`by_output`); inputs are not checked, for loops that time the step."""
         refuse_text_batch(x, "train_on_batch")
-        return super().train_on_batch(x, self._labels_by_output(y),
-                                      self._weights_by_output(sample_weight), *args, **kwargs)
+        return super().train_on_batch(x, by_output(self.output, y), by_output(
+            self.output, sample_weight, "sample weight"), *args, **kwargs)
 
     def test_on_batch(self, x, y=None, sample_weight=None, *args, **kwargs):
         refuse_text_batch(x, "test_on_batch")
-        return super().test_on_batch(x, self._labels_by_output(y),
-                                     self._weights_by_output(sample_weight), *args, **kwargs)
+        return super().test_on_batch(x, by_output(self.output, y), by_output(
+            self.output, sample_weight, "sample weight"), *args, **kwargs)
 
     def predict_on_batch(self, x):
         refuse_text_batch(x, "predict_on_batch")
