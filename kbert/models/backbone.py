@@ -53,9 +53,9 @@ class BertBackbone(keras.Model):
     a model that reads only `pooled_output` (a classifier) skips the rest of the last block.
 
     `attention_implementation` ("auto", "einsum", "fused", "xla" or "flash") picks the kernel;
-    "auto" runs cuDNN's fused attention on the JAX backend on an NVIDIA GPU in bf16/fp16 except
-    when training with attention dropout, and kbert's einsum everywhere else (the TensorFlow
-    backend included). `kbert.layers.attention_kernel` has the rules and the reasons.
+    "auto" runs, on the JAX backend on an NVIDIA GPU in bf16/fp16, cuDNN's fused attention, or
+    kbert's flash kernel when training with attention dropout; kbert's einsum everywhere else
+    (the TensorFlow backend included). `kbert.layers.attention_kernel` has the rules and why.
 
     >>> backbone = BertBackbone(BertConfig.preset("tiny"))
     >>> ids = np.array([[101, 7592, 102, 0]])
