@@ -65,6 +65,15 @@ SCRIPT = textwrap.dedent("""
             "differ": [float(np.abs(a - b).max()) for a, b in zip(single, weights)],
             "close": [bool(np.allclose(b, a, rtol=1e-5, atol=1e-6))
                       for a, b in zip(single, weights)]}
+    # "auto" keeps its flash kernel to one device (XLA cannot split a Triton call): asked as a
+    # GPU would be, the device count is what differs.
+    from kbert.layers import attention_kernel
+    attention_kernel.current_device = lambda: "cuda"
+    setting = dict(dtype="bfloat16", head_size=64, training=True, attention_dropout=0.1)
+    result["kernels"] = {"default": attention_kernel.choose_here(**setting)}
+    for name in ("data_parallel", "model_parallel"):
+        with get_strategy(name).scope():
+            result["kernels"][name] = attention_kernel.choose_here(**setting)
     result["errors"] = {}
     for name, batch in (("mirrored", 8), ("data_parallel", 12)):
         with contextlib.redirect_stderr(io.StringIO()) as stderr:
@@ -106,6 +115,11 @@ def test_eight_devices_train_like_one(jax_run, name):
     assert result["moved"] > 1e-3
     assert all(run["close"]), [p for p, ok in zip(result["paths"], run["close"]) if not ok]
     assert max(run["differ"]) < 1e-3 * result["moved"]
+
+
+def test_auto_trains_with_flash_on_one_device_only(jax_run):
+    assert jax_run[0]["kernels"] == {"default": "flash", "data_parallel": "einsum",
+                                     "model_parallel": "einsum"}
 
 
 def test_model_parallel_layout_splits_the_big_kernels(jax_run):

@@ -55,11 +55,13 @@ def check_implementation(implementation, name="attention_implementation"):
 
 
 def choose_attention(implementation="auto", *, backend, device, dtype, head_size, causal=False,
-                     return_attention=False, training=False, attention_dropout=0.0):
+                     return_attention=False, training=False, attention_dropout=0.0,
+                     devices=1):
     """The kernel to run, `"einsum"`, `"fused"`, `"xla"` or `"flash"`, for a block here.
 
     `backend` is Keras' backend name, `device` the JAX platform (`current_device()`: "cuda",
-    "rocm", "tpu" or "cpu"; None off JAX), `dtype` the block's compute dtype.
+    "rocm", "tpu" or "cpu"; None off JAX), `dtype` the block's compute dtype, `devices` how
+    many devices a `keras.distribution` spreads the step over.
 
     >>> choose_attention(backend="tensorflow", device=None, dtype="float32", head_size=64)
     'einsum'
@@ -75,7 +77,10 @@ def choose_attention(implementation="auto", *, backend, device, dtype, head_size
         if not fusable:
             return "einsum"
         if training and attention_dropout > 0:  # only the flash kernel drops
-            return "flash" if head_size in FLASH_HEAD_SIZES else "einsum"
+            # XLA cannot split a Triton call over devices (cuDNN's has JAX's sharding rules):
+            # over several it would gather the whole batch onto each. Unmeasured: the einsum.
+            flash = head_size in FLASH_HEAD_SIZES and devices == 1
+            return "flash" if flash else "einsum"
         return "fused"
     if backend != "jax":
         raise ValueError(f"attention_implementation={implementation!r} needs the JAX backend; "
@@ -115,7 +120,10 @@ def choose_here(implementation="auto", **setting):
 
     backend = keras.backend.backend()
     device = current_device() if backend == "jax" else None
-    return choose_attention(implementation, backend=backend, device=device, **setting)
+    spread = keras.distribution.distribution() if backend == "jax" else None
+    devices = 1 if spread is None else spread.device_mesh.devices.size
+    return choose_attention(implementation, backend=backend, device=device, devices=devices,
+                            **setting)
 
 
 def runnable_here(implementation, **setting):

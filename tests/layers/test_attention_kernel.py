@@ -31,6 +31,7 @@ GPU_BF16 = {"backend": "jax", "device": "cuda", "dtype": "bfloat16", "head_size"
     ({"training": True, "attention_dropout": 0.1}, "flash"),  # keeps the paper's dropout
     ({"training": True, "attention_dropout": 0.1, "head_size": 40}, "einsum"),  # no flash tile
     ({"training": True, "attention_dropout": 0.1, "device": "cpu"}, "einsum"),
+    ({"training": True, "attention_dropout": 0.1, "devices": 8}, "einsum"),  # data-parallel
     ({"backend": "tensorflow", "device": None}, "einsum"),
     ({"device": "cpu"}, "einsum"),
     ({"device": "rocm"}, "einsum"),
