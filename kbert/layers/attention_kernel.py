@@ -17,8 +17,9 @@ runs in Pallas' interpreter, which is exact and slow (for tests).
 
 - `"auto"` (the default): on the JAX backend on an NVIDIA GPU in bfloat16 or float16, `fused`
   where there is no attention dropout to apply (inference, or a rate of 0) and `flash` in
-  training with it (`jax.nn.dot_product_attention` has no dropout; JAX's private cuDNN entry
-  has one, but with a seed fixed at trace time every step would drop the same entries). On one
+  training with it on one device (`jax.nn.dot_product_attention` has no dropout; JAX's private
+  cuDNN entry has one, but with a seed fixed at trace time every step would drop the same
+  entries; over several devices, the einsum: XLA cannot split a Triton call). On one
   H200 (BERT-base, sequence 128, batch 256, bf16) `fit` with the paper's dropout trained at
   4,663 sequences/s with flash against 4,439 with the einsum in the same session
   (`benchmarks/results/gpu/h200-2026-12-04/`). `einsum` everywhere else: the TensorFlow
