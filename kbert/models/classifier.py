@@ -5,12 +5,12 @@ import keras
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone, whole_number
 from kbert.models.pearson import Pearson
-from kbert.models.raw_inputs import text_pairs
-from kbert.models.task import BertTask, classification_defaults
+from kbert.models.sentence_task import BertSentenceTask
+from kbert.models.task import classification_defaults
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertClassifier(BertTask):
+class BertClassifier(BertSentenceTask):
     """The paper's GLUE model: pooled `[CLS]` output → dropout → dense.
 
     Inputs: the backbone's dict (`token_ids`, `segment_ids`, `padding_mask`, int32 [batch, seq]).
@@ -24,9 +24,8 @@ class BertClassifier(BertTask):
     classification; mean squared error with `mse` and `pearson` (over all the examples seen,
     `kbert.models.pearson.Pearson`, not Keras' mean of per-batch correlations) for regression.
 
-    `sentence_pair` says whether the model reads pairs (None: unknown); a `fit` on raw text
-    sets it to the form it was given, it is saved with the model, and `export_saved_model`
-    serves that form unless told otherwise.
+    `sentence_pair`: whether it reads pairs, recorded by a `fit` on raw text
+    (`BertSentenceTask`).
 
     >>> model = BertClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=3)
     """
@@ -47,13 +46,12 @@ class BertClassifier(BertTask):
         inputs = dict(backbone.input)
         pooled = backbone(inputs)["pooled_output"]
         outputs = head(dropout_layer(pooled))
-        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        super().__init__(inputs=inputs, outputs=outputs, sentence_pair=sentence_pair, **kwargs)
 
         # === Config ===
         self.backbone = backbone
         self.num_classes = num_classes
         self.dropout = dropout
-        self.sentence_pair = None if sentence_pair is None else bool(sentence_pair)
         self.classifier_dropout = dropout_layer
         self.classifier = head
 
@@ -76,10 +74,6 @@ class BertClassifier(BertTask):
                        Pearson()]
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
-    def _fitting_on(self, text):
-        if text is not None:  # recorded before training: checkpoints saved during it keep it
-            self.sentence_pair = text_pairs(text)
-
     def task_config(self):
         return {"num_classes": self.num_classes, "dropout": self.dropout,
-                "sentence_pair": self.sentence_pair}
+                **super().task_config()}

@@ -10,7 +10,7 @@ import keras
 
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone, whole_number
-from kbert.models.raw_inputs import text_pairs
+from kbert.models.sentence_task import BertSentenceTask
 from kbert.models.task import BertTask, classification_defaults
 
 COMBINES = ("concat", "mean", "sum")
@@ -109,12 +109,12 @@ class PaddingToMask(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertFeatureClassifier(BertTask):
+class BertFeatureClassifier(BertSentenceTask):
     """The paper's feature-based use for sentence (or pair) classification: a small classifier
     trained on frozen BERT features. The chosen layers' hidden states (`BertFeatureExtractor`)
     feed a BiLSTM over the masked sequence → dropout → dense logits [batch, num_classes]. Only
-    the BiLSTM and the dense layer train. `sentence_pair`: as `BertClassifier`'s (set by a `fit`
-    on raw text, saved, served).
+    the BiLSTM and the dense layer train. `sentence_pair`: whether it reads pairs, recorded by
+    a `fit` on raw text (`BertSentenceTask`).
 
     >>> model = BertFeatureClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=2,
     ...                               layers=(-2, -1))  # tiny has 2 blocks: 3 hidden states
@@ -134,7 +134,7 @@ class BertFeatureClassifier(BertTask):
         inputs = dict(extractor.backbone.input)
         encoded = lstm(extractor(inputs), mask=to_mask(inputs["padding_mask"]))
         outputs = head(dropout_layer(encoded))
-        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        super().__init__(inputs=inputs, outputs=outputs, sentence_pair=sentence_pair, **kwargs)
 
         # === Config ===
         self.backbone = extractor.backbone
@@ -142,7 +142,6 @@ class BertFeatureClassifier(BertTask):
         self.feature_layers = extractor.feature_layers
         self.lstm_units = lstm_units
         self.dropout = dropout
-        self.sentence_pair = None if sentence_pair is None else bool(sentence_pair)
         self.feature_extractor = extractor
 
     @property
@@ -157,8 +156,4 @@ class BertFeatureClassifier(BertTask):
     def task_config(self):
         return {"num_classes": self.num_classes, "layers": list(self.feature_layers),
                 "lstm_units": self.lstm_units, "dropout": self.dropout,
-                "sentence_pair": self.sentence_pair}
-
-    def _fitting_on(self, text):
-        if text is not None:
-            self.sentence_pair = text_pairs(text)
+                **super().task_config()}
