@@ -50,7 +50,9 @@ class BertBackbone(keras.Model):
     has seen the whole sequence, as GPT's classifier does) instead of `[CLS]`, which would see
     only itself. A causal backbone saves as a Hugging Face `is_decoder` model. Otherwise the
     pooled `[CLS]` state comes from the last block's output computed apart at that one token, so
-    a model that reads only `pooled_output` (a classifier) skips the rest of the last block.
+    a model that reads only `pooled_output` (a classifier) skips the rest of the last block;
+    `backbone(inputs, output_positions=positions)` adds `output_at_positions`, computed with it,
+    so a masked LM (`BertPretrainer`) runs the last block only where its losses read.
 
     `attention_implementation` ("auto", "einsum", "fused", "xla" or "flash") picks the kernel;
     "auto" runs, on the JAX backend on an NVIDIA GPU in bf16/fp16, cuDNN's fused attention, or
