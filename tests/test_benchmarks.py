@@ -74,8 +74,11 @@ def test_quick_run_measures_every_contestant(tmp_path):
     assert set(measured) == {"kbert (default)", "kbert (no XLA)", "HF PyTorch"}
     for result in measured.values():
         assert result["sequences_per_s"] > 0
-        # Utilisation above 1 would mean a wrong FLOP count or a wrong peak.
-        assert 0 < result["gflops_per_s"] / peak < 1
+        # Its GFLOP/s are the counted FLOPs (checked against torch's counter above) at its
+        # speed. Not "below the peak": a 0.05 s quick peak beside a busy test worker ran under
+        # what a model reached (1.0006 once).
+        want = flops.case_flops("infer", BertConfig.preset("tiny"), result["seq"])
+        assert result["gflops_per_s"] == pytest.approx(result["sequences_per_s"] * want / 1e9)
     (row,) = report["summary"]
     # The ratio is kbert's default mode (compile() with no speed flags) against the peer.
     assert row["kbert"] == "kbert (default)"
