@@ -8,6 +8,8 @@ counts three forward passes (the backward pass costs two). The classifier cases 
 whole encoder, as the architecture defines it, for every package; kbert's classifier runs the
 last block only where its pooled output needs it (keys and values everywhere, the rest at
 `[CLS]`), so its rate there is over FLOPs it partly skipped (mini at length 128: a fifth of them).
+Likewise its pre-training runs the last block at `[CLS]` and the masked positions only (BERT-base
+at length 128 with 20 predictions: 5.6% of the FLOPs counted here skipped).
 """
 
 import time

@@ -16,7 +16,9 @@ class MaskedLMHead(keras.layers.Layer):
     sequence.
 
     Call with `sequence_output` [batch, seq, hidden] and `masked_positions` [batch, predictions]
-    (int); returns logits [batch, predictions, vocab].
+    (int), or with the states at those positions alone [batch, predictions, hidden] (as
+    `BertPretrainer` does: its backbone computes the last block there only); returns logits
+    [batch, predictions, vocab].
 
     The tie to the embedding layer is restored by the model that owns both (`BertPretrainer`
     rebuilds it in `from_config`); a head deserialized on its own gets an untied copy.
@@ -44,15 +46,18 @@ class MaskedLMHead(keras.layers.Layer):
             name="output_bias", shape=(self.token_embedding.input_dim,), initializer="zeros")
         self.built = True
 
-    def call(self, sequence_output, masked_positions):
-        positions = ops.cast(masked_positions, "int32")[:, :, None]
-        gathered = ops.take_along_axis(sequence_output, positions, axis=1)
-        h = self.layer_norm(self._activation_fn(self.transform_dense(gathered)))
+    def call(self, sequence_output, masked_positions=None):
+        if masked_positions is not None:
+            positions = ops.cast(masked_positions, "int32")[:, :, None]
+            sequence_output = ops.take_along_axis(sequence_output, positions, axis=1)
+        h = self.layer_norm(self._activation_fn(self.transform_dense(sequence_output)))
         table = ops.cast(self.token_embedding.embeddings, h.dtype)
         return ops.matmul(h, ops.transpose(table)) + ops.cast(self.output_bias, h.dtype)
 
-    def compute_output_shape(self, sequence_output_shape, masked_positions_shape):
-        return tuple(masked_positions_shape) + (self.token_embedding.input_dim,)
+    def compute_output_shape(self, sequence_output_shape, masked_positions_shape=None):
+        rows = (sequence_output_shape[:-1] if masked_positions_shape is None
+                else masked_positions_shape)
+        return tuple(rows) + (self.token_embedding.input_dim,)
 
     def get_config(self):
         return {

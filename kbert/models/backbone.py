@@ -50,7 +50,9 @@ class BertBackbone(keras.Model):
     has seen the whole sequence, as GPT's classifier does) instead of `[CLS]`, which would see
     only itself. A causal backbone saves as a Hugging Face `is_decoder` model. Otherwise the
     pooled `[CLS]` state comes from the last block's output computed apart at that one token, so
-    a model that reads only `pooled_output` (a classifier) skips the rest of the last block.
+    a model that reads only `pooled_output` (a classifier) skips the rest of the last block;
+    `backbone(inputs, output_positions=positions)` adds `output_at_positions`, computed with it,
+    so a masked LM (`BertPretrainer`) runs the last block only where its losses read.
 
     `attention_implementation` ("auto", "einsum", "fused", "xla" or "flash") picks the kernel;
     "auto" runs, on the JAX backend on an NVIDIA GPU in bf16/fp16, cuDNN's fused attention, or
@@ -100,7 +102,7 @@ class BertBackbone(keras.Model):
             attention_implementation, causal=causal, return_attention=output_attentions,
             dtype=embeddings.compute_dtype,
             head_size=config.hidden_size // config.num_heads) != "einsum"
-        x, pooled, hidden_states, attention_probs = _encode(
+        x, pooled, hidden_states, attention_probs, _ = _encode(
             x, inputs["padding_mask"], blocks, causal, output_attentions, fused)
         outputs = {"sequence_output": x, "pooled_output": pooler(pooled)}
         if output_hidden_states:
@@ -122,6 +124,31 @@ class BertBackbone(keras.Model):
         self.embeddings = embeddings
         self.encoder_blocks = blocks
         self.pooler = pooler
+        self._fused = fused
+
+    def call(self, inputs, training=None, mask=None, output_positions=None):
+        """The functional graph; with `output_positions` [batch, n] (int32, a masked LM's
+        positions) instead `sequence_output`, `pooled_output` and `output_at_positions`
+        [batch, n, hidden], the last block run at `[CLS]` and those positions only where no
+        other output is read (`_encode`): `BertPretrainer` calls it so."""
+        if output_positions is None:
+            return super().call(inputs, training=training, mask=mask)
+        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training)
+        x, pooled, _, _, at_positions = _encode(
+            x, inputs["padding_mask"], self.encoder_blocks, self.causal, False, self._fused,
+            positions=keras.ops.cast(output_positions, "int32"))
+        return {"sequence_output": x, "pooled_output": self.pooler(pooled),
+                "output_at_positions": at_positions}
+
+    def compute_output_spec(self, inputs, training=None, mask=None, output_positions=None):
+        if output_positions is None:
+            return super().compute_output_spec(inputs, training=training, mask=mask)
+        batch, seq = inputs["token_ids"].shape
+        hidden, dtype = self.config.hidden_size, self.compute_dtype
+        return {"sequence_output": keras.KerasTensor((batch, seq, hidden), dtype),
+                "pooled_output": keras.KerasTensor((batch, hidden), dtype),
+                "output_at_positions": keras.KerasTensor(
+                    (batch, output_positions.shape[1], hidden), dtype)}
 
     def compile(self, *args, jit_compile="auto", **kwargs):
         """Keras' `compile`, with XLA chosen by kbert when left "auto" (`kbert.models.xla`)."""
@@ -201,17 +228,19 @@ def _last_real_token(x, padding_mask):
     return keras.ops.einsum("bs,bsh->bh", keras.ops.cast(last, x.dtype), x)
 
 
-def _encode(x, padding_mask, blocks, causal, output_attentions, fused):
+def _encode(x, padding_mask, blocks, causal, output_attentions, fused, positions=None):
     """The blocks over the embeddings `x`: (output, the state the pooler reads, hidden states,
-    attention probabilities).
+    attention probabilities, the output at `positions` [batch, n] or None).
 
     The pooler reads `[CLS]`'s state, which the last block computes apart at that one query
     (`TransformerEncoderBlock(query=...)`) from the keys and values of its full call: equal to
     the full output's first row, and a model that reads only `pooled_output` (a classifier)
     then never runs the last block's attention and FFN over the whole sequence,
     since XLA and TensorFlow's graph pruning drop what no output needs. On BERT-mini (4 blocks)
-    a classifier's training step ran 1.12-1.18x as fast. A causal model pools its last real
-    token, and a call that returns attention maps `[CLS]`'s row, from the full output.
+    a classifier's training step ran 1.12-1.18x as fast. The output at `positions` (a masked
+    LM's) comes from the same query call, `[CLS]` and those positions together. A causal model
+    pools its last real token, and a call that returns attention maps `[CLS]`'s row, from the
+    full output; their output at `positions` is gathered from it.
 
     With `fused`, the blocks get the padding as lengths as well as a bias: each row's real
     tokens are moved first for them and moved back after (see `kbert.layers.attention_kernel`).
@@ -223,16 +252,21 @@ def _encode(x, padding_mask, blocks, causal, output_attentions, fused):
         padding_mask = kernels.gather_positions(padding_mask, order)
         restore = kernels.inverse_order(order)
     bias = attention_bias(padding_mask, causal=causal)
-    hidden_states, attention_probs, pooled = [x], [], None
+    hidden_states, attention_probs, pooled, at_positions = [x], [], None, None
     for i, block in enumerate(blocks):
         if output_attentions:
             x, probs = block(x, attention_bias=bias, return_attention=True)
             attention_probs.append(probs)
         elif i == len(blocks) - 1 and not causal:
-            first = (x[:, :1] if restore is None  # [CLS], wherever the fused path put it
-                     else kernels.gather_positions(x, restore[:, :1]))
-            x, at_first = block(x, attention_bias=bias, sequence_lengths=lengths, query=first)
-            pooled = at_first[:, 0]
+            # [CLS] at 0 (then `positions`), wherever the fused path moved them.
+            asked = None if positions is None else keras.ops.pad(positions, ((0, 0), (1, 0)))
+            if restore is not None:
+                asked = (restore[:, :1] if asked is None
+                         else keras.ops.take_along_axis(restore, asked, axis=1))
+            first = x[:, :1] if asked is None else kernels.gather_positions(x, asked)
+            x, at_query = block(x, attention_bias=bias, sequence_lengths=lengths, query=first)
+            pooled = at_query[:, 0]
+            at_positions = None if positions is None else at_query[:, 1:]
         else:
             x = block(x, attention_bias=bias, sequence_lengths=lengths)
         hidden_states.append(x)
@@ -242,4 +276,6 @@ def _encode(x, padding_mask, blocks, causal, output_attentions, fused):
         pooled = _last_real_token(hidden_states[-1], padding_mask)
     elif pooled is None:  # attention maps asked for: [CLS]'s row of the full output
         pooled = hidden_states[-1][:, 0]
-    return hidden_states[-1], pooled, hidden_states, attention_probs
+    if positions is not None and at_positions is None:
+        at_positions = kernels.gather_positions(hidden_states[-1], positions)
+    return hidden_states[-1], pooled, hidden_states, attention_probs, at_positions

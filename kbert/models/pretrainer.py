@@ -53,8 +53,9 @@ class BertPretrainer(BertTask):
         inputs = {**backbone.input,
                   "masked_positions": keras.Input(shape=(None,), dtype="int32",
                                                   name="masked_positions")}
-        encoded = backbone({k: inputs[k] for k in backbone.input})
-        outputs = {"mlm": mlm_head(encoded["sequence_output"], inputs["masked_positions"])}
+        encoded = backbone({k: inputs[k] for k in backbone.input},
+                           output_positions=inputs["masked_positions"])
+        outputs = {"mlm": mlm_head(encoded["output_at_positions"])}
         if use_nsp:
             outputs["nsp"] = nsp_head(encoded["pooled_output"])
         super().__init__(inputs=inputs, outputs=outputs, preprocessor=preprocessor,

@@ -129,9 +129,13 @@ SCRIPT = textwrap.dedent("""
     real = mask.astype(bool)
     weights = rng.normal(size=(5, 16, 128)).astype("float32") * real[..., None]
 
-    def run(name, implementation, dtype=None, training=None, cfg=config, rows=5, **options):
+    # Three real tokens of each row, some twice (a masked LM's positions).
+    positions = np.stack([rng.choice(np.flatnonzero(row), 3) for row in mask]).astype("int32")
+
+    def run(name, implementation, dtype=None, training=None, cfg=config, rows=5, at=False,
+            **options):
         # Outputs on real tokens and, with `training` set, the gradients of a loss on them;
-        # on the first `rows` rows.
+        # on the first `rows` rows. With `at`, the output at `positions` too.
         calls.clear()
         keras.utils.set_random_seed(0)  # the same weights (and seeds) for every kernel
         model = BertBackbone(cfg, dtype=dtype, attention_implementation=implementation,
@@ -144,6 +148,10 @@ SCRIPT = textwrap.dedent("""
             *variables, part)
         found[name + "/seq"] = np.asarray(out["sequence_output"], "float32")[real[:rows]]
         found[name + "/pooled"] = np.asarray(out["pooled_output"], "float32")[:4]
+        if at:
+            out = jax.jit(lambda t, n, p, q: model.stateless_call(
+                t, n, p, training=False, output_positions=q)[0])(*variables, part, positions)
+            found[name + "_at/at"] = np.asarray(out["output_at_positions"], "float32")
         if training is not None:
             def loss(trainable):
                 out, _ = model.stateless_call(trainable, model.non_trainable_variables, part,
@@ -156,8 +164,8 @@ SCRIPT = textwrap.dedent("""
         kernels[name] = sorted(set(calls))
 
     found, kernels = {}, {}
-    run("einsum", "einsum", training=False)
-    run("xla", "xla", training=False)
+    run("einsum", "einsum", training=False, at=True)
+    run("xla", "xla", training=False, at=True)
     run("xla_training", "xla", training=True)
     run("einsum_bf16", "einsum", "mixed_bfloat16")
     run("xla_bf16", "xla", "mixed_bfloat16")
@@ -203,6 +211,14 @@ def test_lengths_path_equals_the_einsum_on_real_tokens(jax_runs, name, reference
         # float32 rounding, relative to each tensor's largest entry (gradients reach ~100).
         atol = max(1e-5, 1e-6 * float(np.max(np.abs(value))))
         np.testing.assert_allclose(ours[key], value, rtol=1e-4, atol=atol, err_msg=key)
+
+
+def test_output_at_positions_through_the_lengths_path(jax_runs):
+    """A masked LM's positions index the tokens as given, also where the lengths path moved a
+    row's real tokens first (the last row has holes in its padding mask)."""
+    found, kernels = jax_runs
+    assert kernels["xla"] == ["xla"]
+    np.testing.assert_allclose(found["xla_at/at"], found["einsum_at/at"], rtol=1e-4, atol=1e-5)
 
 
 def test_lengths_path_in_bfloat16_stays_within_its_precision(jax_runs):

@@ -1,8 +1,10 @@
+import re
+
 import keras
 import numpy as np
 import pytest
 
-from kbert import BertBackbone, BertPretrainer
+from kbert import BertBackbone, BertConfig, BertPretrainer
 from tests.conftest import make_inputs
 
 
@@ -69,3 +71,56 @@ def test_save_and_load(tiny_config, tmp_path):
     for key in ("mlm", "nsp"):
         np.testing.assert_array_equal(a[key], b[key])
     assert loaded.mlm_head.token_embedding is loaded.backbone.token_embedding
+
+
+def _full_sequence_pretrainer(model):
+    """`model`'s layers wired the plain way: the head gathers the backbone's whole output."""
+    backbone = model.backbone
+    encoded = backbone({k: model.input[k] for k in backbone.input})
+    return keras.Model(model.input, {
+        "mlm": model.mlm_head(encoded["sequence_output"], model.input["masked_positions"]),
+        "nsp": model.nsp_head(encoded["pooled_output"])})
+
+
+def test_the_last_block_runs_at_cls_and_the_masked_positions_only(tiny_config):
+    """Under XLA the FFN's first projection runs over every token in each block but the last,
+    and there over `[CLS]` and the masked positions: what the loss reads (the rest of the last
+    block is pruned). The full-sequence wiring runs it over every token in every block (and
+    at `[CLS]` apart, for the pooler)."""
+    import tensorflow as tf
+
+    model = BertPretrainer(BertBackbone(tiny_config))
+    x, _, _ = _batch(tiny_config, batch=3, seq_len=16, predictions=5)
+    width = tiny_config.intermediate_size
+
+    def ffn_rows(m):
+        hlo = tf.function(lambda x: m(x, training=True), jit_compile=True
+                          ).experimental_get_compiler_ir(x)(stage="optimized_hlo")
+        return sorted(int(rows) for rows in re.findall(rf"= f32\[(\d+),{width}\]\S* dot\(", hlo))
+
+    assert ffn_rows(model) == [3 * (1 + 5)] + [3 * 16] * (tiny_config.num_layers - 1)
+    assert ffn_rows(_full_sequence_pretrainer(model)) == [3] + [3 * 16] * tiny_config.num_layers
+
+
+def test_loss_and_gradients_equal_the_full_sequence_path(tiny_config):
+    import tensorflow as tf
+
+    config = BertConfig.from_dict({**tiny_config.to_dict(), "hidden_dropout": 0.0,
+                                   "attention_dropout": 0.0})
+    model = BertPretrainer(BertBackbone(config))
+    full = _full_sequence_pretrainer(model)
+    x, y, _ = _batch(config, predictions=4)
+    x["padding_mask"][1:, 9:] = 0
+    results = []
+    for m in (model, full):
+        with tf.GradientTape() as tape:
+            out = m(x, training=True)
+            loss = tf.reduce_sum(keras.losses.sparse_categorical_crossentropy(
+                y["mlm"], out["mlm"], from_logits=True)) + tf.reduce_sum(out["nsp"][:, 0])
+        results.append((loss, tape.gradient(loss, model.trainable_weights)))
+    (loss, grads), (want_loss, want_grads) = results
+    np.testing.assert_allclose(loss, want_loss, rtol=1e-6)
+    assert len(grads) == len(want_grads) and all(g is not None for g in grads)
+    for weight, got, want in zip(model.trainable_weights, grads, want_grads):
+        np.testing.assert_allclose(tf.convert_to_tensor(got), tf.convert_to_tensor(want),
+                                   rtol=1e-4, atol=1e-6, err_msg=weight.path)
