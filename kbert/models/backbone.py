@@ -264,6 +264,9 @@ def _encode(x, padding_mask, blocks, causal, output_attentions, fused, positions
                 asked = (restore[:, :1] if asked is None
                          else keras.ops.take_along_axis(restore, asked, axis=1))
             first = x[:, :1] if asked is None else kernels.gather_positions(x, asked)
+            if positions is None:  # [CLS] alone: a static query length of 1 even where the
+                # sequence length is unknown, since `_output_at` picks its kernel by it.
+                first = keras.ops.reshape(first, (-1, 1, x.shape[-1]))
             x, at_query = block(x, attention_bias=bias, sequence_lengths=lengths, query=first)
             pooled = at_query[:, 0]
             at_positions = None if positions is None else at_query[:, 1:]

@@ -112,3 +112,19 @@ def test_stable_layer_names(tiny_config):
     names = [layer.name for layer in BertBackbone(tiny_config).layers]
     for expected in ("embeddings", "transformer_layer_0", "transformer_layer_1", "pooler"):
         assert expected in names
+
+
+def test_cls_alone_skips_the_batched_matmul_at_any_traced_length(tiny_config):
+    """The last block's [CLS] query is a broadcast product, not a batched matmul, also when
+    TensorFlow traces an unknown sequence length (where `x[:, :1]` has no static length):
+    oneDNN's batched matmul at one query aborted and crashed CI workers in classifier fits.
+    Two batched matmuls (scores, context) a full block call, none at [CLS]."""
+    import tensorflow as tf
+
+    backbone = BertBackbone(tiny_config)
+    spec = tf.TensorSpec((None, None), tf.int32)
+    graph = tf.function(lambda x: backbone(x)["pooled_output"]).get_concrete_function(
+        {"token_ids": spec, "segment_ids": spec, "padding_mask": spec}).graph
+    matmuls = [op for op in graph.get_operations()
+               if op.type in ("Einsum", "BatchMatMulV2", "BatchMatMulV3")]
+    assert len(matmuls) == 2 * tiny_config.num_layers
