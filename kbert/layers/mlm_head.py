@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from kbert.layers import activations
+from kbert.layers.attention_kernel import gather_positions
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -48,8 +49,8 @@ class MaskedLMHead(keras.layers.Layer):
 
     def call(self, sequence_output, masked_positions=None):
         if masked_positions is not None:
-            positions = ops.cast(masked_positions, "int32")[:, :, None]
-            sequence_output = ops.take_along_axis(sequence_output, positions, axis=1)
+            sequence_output = gather_positions(
+                sequence_output, ops.cast(masked_positions, "int32"))
         h = self.layer_norm(self._activation_fn(self.transform_dense(sequence_output)))
         table = ops.cast(self.token_embedding.embeddings, h.dtype)
         return ops.matmul(h, ops.transpose(table)) + ops.cast(self.output_bias, h.dtype)
