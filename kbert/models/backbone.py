@@ -128,27 +128,32 @@ class BertBackbone(keras.Model):
 
     def call(self, inputs, training=None, mask=None, output_positions=None):
         """The functional graph; with `output_positions` [batch, n] (int32, a masked LM's
-        positions) instead `sequence_output`, `pooled_output` and `output_at_positions`
-        [batch, n, hidden], the last block run at `[CLS]` and those positions only where no
-        other output is read (`_encode`): `BertPretrainer` calls it so."""
+        positions) also `output_at_positions` [batch, n, hidden], the last block run at `[CLS]`
+        and those positions only where no other output is read (`_encode`): `BertPretrainer`
+        calls it so. The hidden states and attention maps asked for at construction come too."""
         if output_positions is None:
             return super().call(inputs, training=training, mask=mask)
         x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training)
-        x, pooled, _, _, at_positions = _encode(
-            x, inputs["padding_mask"], self.encoder_blocks, self.causal, False, self._fused,
-            positions=keras.ops.cast(output_positions, "int32"))
-        return {"sequence_output": x, "pooled_output": self.pooler(pooled),
-                "output_at_positions": at_positions}
+        x, pooled, hidden_states, attention_probs, at_positions = _encode(
+            x, inputs["padding_mask"], self.encoder_blocks, self.causal,
+            self.output_attentions, self._fused, positions=keras.ops.cast(output_positions,
+                                                                          "int32"))
+        outputs = {"sequence_output": x, "pooled_output": self.pooler(pooled),
+                   "output_at_positions": at_positions}
+        if self.output_hidden_states:
+            outputs["hidden_states"] = hidden_states
+        if self.output_attentions:
+            outputs["attention_probs"] = attention_probs
+        return outputs
 
     def compute_output_spec(self, inputs, training=None, mask=None, output_positions=None):
         if output_positions is None:
             return super().compute_output_spec(inputs, training=training, mask=mask)
-        batch, seq = inputs["token_ids"].shape
-        hidden, dtype = self.config.hidden_size, self.compute_dtype
-        return {"sequence_output": keras.KerasTensor((batch, seq, hidden), dtype),
-                "pooled_output": keras.KerasTensor((batch, hidden), dtype),
-                "output_at_positions": keras.KerasTensor(
-                    (batch, output_positions.shape[1], hidden), dtype)}
+        spec = dict(super().compute_output_spec(inputs, training=training, mask=mask))
+        batch, hidden = inputs["token_ids"].shape[0], self.config.hidden_size
+        spec["output_at_positions"] = keras.KerasTensor(
+            (batch, output_positions.shape[1], hidden), self.compute_dtype)
+        return spec
 
     def compile(self, *args, jit_compile="auto", **kwargs):
         """Keras' `compile`, with XLA chosen by kbert when left "auto" (`kbert.models.xla`)."""

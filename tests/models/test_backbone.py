@@ -37,21 +37,28 @@ def test_outputs(tiny_config):
     np.testing.assert_allclose(out["pooled_output"], pooled, atol=1e-6)
 
 
-@pytest.mark.parametrize("options", [{}, {"causal": True}, {"output_attentions": True}])
+@pytest.mark.parametrize("options", [{}, {"causal": True}, {"output_attentions": True},
+                                     {"output_hidden_states": True}])
 def test_output_at_positions_is_the_sequence_output_there(tiny_config, options):
     """`output_positions` (how `BertPretrainer` calls its backbone) computes the last block at
     `[CLS]` and those positions apart, or gathers them where it cannot (causal, attention
-    maps): either way the full output's rows, padding positions and repeats included."""
+    maps): either way the full output's rows, padding positions and repeats included, beside
+    every output the backbone gives without positions."""
     backbone = BertBackbone(tiny_config, **options)
     x = make_inputs()
     positions = np.array([[0, 9, 3, 3], [4, 1, 7, 2], [9, 0, 5, 5]], "int32")
     out = backbone(x, output_positions=positions)
     want = backbone(x)
-    assert set(out) == {"sequence_output", "pooled_output", "output_at_positions"}
+    assert set(out) == set(want) | {"output_at_positions"}
     np.testing.assert_allclose(out["output_at_positions"], np.take_along_axis(
         np.asarray(want["sequence_output"]), positions[..., None], axis=1), atol=2e-6)
-    for key in ("sequence_output", "pooled_output"):
+    for key in want:
         np.testing.assert_allclose(out[key], want[key], atol=2e-6)
+    spec = backbone.compute_output_spec(
+        {k: keras.KerasTensor(v.shape, "int32") for k, v in x.items()},
+        output_positions=keras.KerasTensor(positions.shape, "int32"))
+    assert keras.tree.map_structure(lambda t: t.shape, spec) == keras.tree.map_structure(
+        lambda t: tuple(t.shape), out)
 
 
 def test_padding_changes_nothing_for_real_tokens(tiny_config):
