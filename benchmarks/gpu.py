@@ -44,9 +44,12 @@ def run_worker(contestant, cases, args):
                "--steps-per-execution", str(args.steps_per_execution),
                "--matmul-seconds", str(args.matmul_seconds),
                "--matmul-sizes", *map(str, args.matmul_sizes)]
+    env = dict(os.environ)
+    if args.xla_flags and contestant == "kbert":  # Hugging Face's workers run no XLA
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {args.xla_flags}".strip()
     log = open(args.log, "a") if args.log else None
     try:
-        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=log, text=True,
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
                               cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     finally:
         if log:
@@ -81,7 +84,7 @@ def report(answers, errors, args):
                           for name, version in a["versions"].items()}
     result["settings"] = {key: getattr(args, key) for key in (
         "preset", "batch", "seq", "masked", "steps", "windows", "dtype", "attention",
-        "steps_per_execution", "compile_backend", "smoke")}
+        "steps_per_execution", "xla_flags", "compile_backend", "smoke")}
     if errors:
         result["errors"] = errors
     return result
@@ -112,6 +115,9 @@ def parse(argv=None):
                         help="kbert's compile(steps_per_execution=): batches per compiled call "
                              "(Keras' default 1; fit and predict then return to Python after "
                              "each batch)")
+    parser.add_argument("--xla-flags", default="",
+                        help="added to XLA_FLAGS for kbert's worker, a compiler setting to time "
+                             "against the default (write --xla-flags=--xla_gpu_...)")
     parser.add_argument("--compile-backend", default="inductor")
     parser.add_argument("--matmul-sizes", type=int, nargs="+", default=[2048, 4096, 8192])
     parser.add_argument("--matmul-seconds", type=float, default=0.5,

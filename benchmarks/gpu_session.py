@@ -11,7 +11,7 @@ device call returns. Results keep the names the README cites under
 
 On the GPU machine, after the README's "On a GPU" recipe (Keras from wheels, PYTHONPATH):
     python3 -m benchmarks.gpu_session --out-dir "$OUT" --seconds 540
-    python3 -m benchmarks.gpu_session --out-dir "$OUT" --steps einsum-training base-seq128-batch64
+    python3 -m benchmarks.gpu_session --out-dir "$OUT" --steps no-triton-gemm base-seq128-batch64
     python3 -m benchmarks.gpu_session --dry-run       # the commands, nothing run
 """
 
@@ -49,14 +49,21 @@ PLAN = (
     # it take fit's and predict's per-batch cost (2% and 10% on the H100) off the step?
     Step("steps-per-execution", "benchmarks.gpu",
          ("--steps-per-execution", "4", "--contestants", "kbert")),
-    # The einsum in training, against which flash was chosen (on the H200), in the same session.
-    Step("einsum-training", "benchmarks.gpu", ("--attention", "einsum", "--contestants", "kbert")),
+    # XLA's Triton GEMMs off, cuBLAS for every matmul: in the H100's training profile (einsum
+    # era) single Triton GEMM fusions (`gemm_fusion_dot*`) took 0.8-2.1 ms a step each, where
+    # the step's largest matmul (the MLM decoder's, 240 GFLOP) needs 0.4 ms at the bf16 peak.
+    # Which matmuls they are, with flash in place, the profile above says.
+    Step("no-triton-gemm", "benchmarks.gpu",
+         ("--xla-flags=--xla_gpu_enable_triton_gemm=false", "--contestants", "kbert")),
     Step("base-seq512-batch64", "benchmarks.gpu", ("--seq", "512", "--batch", "64")),
     Step("base-seq128-batch64", "benchmarks.gpu", ("--batch", "64")),
 )
-# Measured and kept out of the plan (a device call brings back 8 files): `flash-attention`
-# (`benchmarks.gpu_attention --implementation flash --tiles ...`), run on the H200 of
-# 2026-12-04, which chose the flash kernel's tiles.
+MAX_STEPS = 6
+"""A device call brings back 8 files: `session.json`, `session.log` and one result a step."""
+# Measured and kept out of the plan: `flash-attention` (`benchmarks.gpu_attention
+# --implementation flash --tiles ...`), which chose the flash kernel's tiles, and
+# `einsum-training` (`benchmarks.gpu --attention einsum --contestants kbert`), against which
+# flash was chosen in training: both on the H200 of 2026-12-04.
 
 
 def run(steps, out_dir, seconds, extra=(), min_start=MIN_START_SECONDS):

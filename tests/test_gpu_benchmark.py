@@ -179,3 +179,18 @@ def test_the_next_gpu_sessions_flash_run_works_here(tmp_path):
     report = json.loads(out.read_text())
     assert report["settings"]["attention"] == "flash" and "errors" not in report
     assert report["train"]["kbert"] > 0 and report["infer"]["kbert"] > 0
+
+
+def test_xla_flags_reach_kberts_worker(tmp_path):
+    """`--xla-flags` (the session's `no-triton-gemm` step) is XLA's setting in kbert's worker:
+    here a flag that works on a CPU, XLA's dump of what it compiled, lands in its folder."""
+    pytest.importorskip("jax")
+    out, dump = tmp_path / "flags.json", tmp_path / "dump"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu", "--smoke", "--contestants", "kbert",
+         f"--xla-flags=--xla_dump_to={dump}", "--out", str(out),
+         "--log", str(tmp_path / "workers.log")],
+        env=without_tensorflow(), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + (tmp_path / "workers.log").read_text()
+    assert json.loads(out.read_text())["settings"]["xla_flags"] == f"--xla_dump_to={dump}"
+    assert any(dump.glob("*.txt"))

@@ -73,10 +73,15 @@ def test_the_deadline_stops_the_session_and_kills_a_step_with_its_children(fake_
 
 
 def test_dry_run_prints_each_command(capsys):
-    assert gpu_session.main(["--dry-run", "--out-dir", "/x", "--steps", "einsum-training"]) == 0
+    assert gpu_session.main(["--dry-run", "--out-dir", "/x", "--steps", "no-triton-gemm"]) == 0
     line, = capsys.readouterr().out.splitlines()
-    assert line == ("python3 -m benchmarks.gpu --attention einsum --contestants kbert "
-                    "--out /x/einsum-training.json")
+    assert line == ("python3 -m benchmarks.gpu --xla-flags=--xla_gpu_enable_triton_gemm=false "
+                    "--contestants kbert --out /x/no-triton-gemm.json")
+
+
+def test_the_plan_fits_what_a_device_call_brings_back():
+    assert len(gpu_session.PLAN) <= gpu_session.MAX_STEPS
+    assert len({step.name for step in gpu_session.PLAN}) == len(gpu_session.PLAN)
 
 
 def test_the_docstring_examples_parse():
