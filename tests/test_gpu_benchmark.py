@@ -164,33 +164,21 @@ def test_profile_script_reports_the_keras_loop_and_the_bare_step(tmp_path):
                    for name in report["trace_keras"]["top_python_ms_per_step"])
 
 
-def test_the_next_gpu_sessions_flash_run_works_here(tmp_path):
-    """README's command for the first GPU run of kbert's flash kernel (`--attention flash
-    --contestants kbert`), at smoke sizes on this CPU without TensorFlow: a GPU session's few
-    minutes should not go on a broken command line."""
+def test_a_kbert_only_command_line_works_here(tmp_path):
+    """The GPU session's kbert-only steps (`--contestants kbert` with `--attention` or
+    `--xla-flags`), at smoke sizes on this CPU without TensorFlow: a GPU session's few minutes
+    should not go on a broken command line. `--xla-flags` is XLA's setting in kbert's worker:
+    here a flag that works on a CPU, a dump of what XLA compiled, lands in its folder."""
     pytest.importorskip("jax")
-    out = tmp_path / "flash.json"
+    out, dump = tmp_path / "flash.json", tmp_path / "dump"
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.gpu", "--smoke", "--attention", "flash",
-         "--contestants", "kbert", "--out", str(out), "--log", str(tmp_path / "workers.log")],
+         "--contestants", "kbert", f"--xla-flags=--xla_dump_to={dump}", "--out", str(out),
+         "--log", str(tmp_path / "workers.log")],
         env=without_tensorflow(), cwd=ROOT, capture_output=True, text=True, timeout=600)
     log = (tmp_path / "workers.log").read_text()
     assert done.returncode == 0, done.stdout[-2000:] + log[-3000:]
     report = json.loads(out.read_text())
     assert report["settings"]["attention"] == "flash" and "errors" not in report
     assert report["train"]["kbert"] > 0 and report["infer"]["kbert"] > 0
-
-
-def test_xla_flags_reach_kberts_worker(tmp_path):
-    """`--xla-flags` (the session's `no-triton-gemm` step) is XLA's setting in kbert's worker:
-    here a flag that works on a CPU, XLA's dump of what it compiled, lands in its folder."""
-    pytest.importorskip("jax")
-    out, dump = tmp_path / "flags.json", tmp_path / "dump"
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.gpu", "--smoke", "--contestants", "kbert",
-         f"--xla-flags=--xla_dump_to={dump}", "--out", str(out),
-         "--log", str(tmp_path / "workers.log")],
-        env=without_tensorflow(), cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + (tmp_path / "workers.log").read_text()
-    assert json.loads(out.read_text())["settings"]["xla_flags"] == f"--xla_dump_to={dump}"
-    assert any(dump.glob("*.txt"))
+    assert report["settings"]["xla_flags"] == f"--xla_dump_to={dump}" and any(dump.glob("*.txt"))
