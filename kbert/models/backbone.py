@@ -134,10 +134,10 @@ class BertBackbone(keras.Model):
         if output_positions is None:
             return super().call(inputs, training=training, mask=mask)
         x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training)
+        positions = keras.ops.cast(output_positions, "int32")
         x, pooled, hidden_states, attention_probs, at_positions = _encode(
-            x, inputs["padding_mask"], self.encoder_blocks, self.causal,
-            self.output_attentions, self._fused, positions=keras.ops.cast(output_positions,
-                                                                          "int32"))
+            x, inputs["padding_mask"], self.encoder_blocks, self.causal, self.output_attentions,
+            self._fused, positions=positions)
         outputs = {"sequence_output": x, "pooled_output": self.pooler(pooled),
                    "output_at_positions": at_positions}
         if self.output_hidden_states:
