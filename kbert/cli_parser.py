@@ -18,6 +18,7 @@ def build_parser(runs) -> argparse.ArgumentParser:
         prog="kbert", description="BERT for Keras 3 and TensorFlow.",
         epilog="TensorFlow's C++ start-up notices are hidden; KBERT_LOG=1 shows its whole log.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, add in (("convert", _convert_parser), ("vocab", _vocab_parser),
                       ("pretrain", pretrain_parser), ("finetune", finetune_parser),
@@ -34,6 +35,31 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+class _Version(argparse.Action):
+    """`kbert --version`: kbert's version and those of the packages it runs on (what a bug
+    report needs), read from their installed metadata."""
+
+    PACKAGES = ("tensorflow", "tensorflow-text", "keras", "keras-hub")
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="show kbert's version and those "
+                         "of TensorFlow, tensorflow-text, Keras and keras-hub, then exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"kbert {_installed('kbert')} ("
+              + ", ".join(f"{name} {_installed(name)}" for name in self.PACKAGES) + ")")
+        parser.exit()
+
+
+def _installed(package):
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def _convert_parser(commands):

@@ -516,3 +516,19 @@ def test_vocab_convert_and_pretrain_in_new_processes(tmp_path):
     assert [c["id"] for c in blanks[0]] == [c["token"] for c in reference]
     np.testing.assert_allclose([c["score"] for c in blanks[0]],
                                [c["score"] for c in reference], atol=1e-5)
+
+
+def test_version_names_kbert_and_the_packages_it_runs_on():
+    """`kbert --version`, what a bug report starts from: each package's version as the package
+    itself gives it in this process."""
+    import keras
+    import keras_hub
+    import tensorflow as tf
+    import tensorflow_text
+
+    import kbert
+
+    stdout, _ = run([*KBERT, "--version"], timeout=120)
+    assert stdout == (f"kbert {kbert.__version__} (tensorflow {tf.__version__}, tensorflow-text "
+                      f"{tensorflow_text.__version__}, keras {keras.__version__}, keras-hub "
+                      f"{keras_hub.__version__})\n")
