@@ -9,7 +9,10 @@ logits), at the harness's sizes and dtype, on Keras' JAX backend:
   step (batching, host-to-device copies, callbacks, dispatch) is the difference;
 - `trace`: a JAX profiler trace of one window of each: GPU kernel time per step by kind
   (matmul, attention, reduction, elementwise, copy), the kernels that take longest, and the
-  share of the window's wall time in which the GPU ran a kernel.
+  share of the window's wall time in which the GPU ran a kernel;
+- `top_kernel_origins`: for each of those kernels that XLA generated, the model ops fused into
+  it (JAX's op names, which carry Keras' layer names; `transpose(jvp(...))` is the backward
+  pass), read from the optimized HLO that XLA dumps under `--trace-dir`.
 
     python3 -m benchmarks.gpu_profile train infer --batch 256 \\
         --out benchmarks/results/gpu/profile-base-seq128.json --trace-dir /tmp/trace
@@ -20,6 +23,7 @@ import glob
 import gzip
 import json
 import os
+import re
 import sys
 import time
 
@@ -129,6 +133,47 @@ def kernel_summary(trace_file, seconds, steps, top=25):
     }
 
 
+def hlo_dump_flags(folder):
+    """XLA_FLAGS that make XLA write the train and predict steps it compiles (`jit_train_step`,
+    `jit_predict_step`; not the eager ops around them) as text to `folder`."""
+    return f"--xla_dump_to={folder} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*_step"
+
+
+def fusion_origins(folder, most=6):
+    """{dumped module: {kernel name: op names}} from XLA's dump in `folder`: each fusion under
+    the name its GPU kernel gets (dots as underscores) and the op names (`most` of them, the
+    leading `jit(...)/` dropped) of what it fused, its own and its computation's."""
+    modules = {}
+    for path in glob.glob(os.path.join(folder, "*after_optimizations.txt")):
+        ops, calls, current = {}, {}, None  # computation → op names; fusion → (computation, op)
+        with open(path) as f:
+            for line in f:
+                header = re.match(r"(?:ENTRY )?%(\S+) .*\{$", line)
+                if header:
+                    current = ops.setdefault(header.group(1), set())
+                    continue
+                op = re.search(r'op_name="(?:jit\([^/"]*\)/)?([^"]*)"', line)
+                if op and current is not None:
+                    current.add(op.group(1))
+                fusion = re.match(r"\s+(?:ROOT )?%(\S+) = .* fusion\(.*calls=%([\w.-]+)", line)
+                if fusion:
+                    calls[fusion.group(1)] = (fusion.group(2), op and op.group(1))
+        origins = {}
+        for name, (computation, own) in calls.items():
+            found = sorted(ops.get(computation, set()) | ({own} if own else set()))
+            origins[name.replace(".", "_")] = found[:most] + (
+                [f"(+{len(found) - most} more)"] if len(found) > most else [])
+        modules[os.path.basename(path)] = origins
+    return modules
+
+
+def kernel_origins(kernels, modules):
+    """The op names behind each of `kernels` (names) that the dumped module holding the most
+    of them generated (other modules' fusions may share a name)."""
+    best = max(modules.values(), key=lambda found: len(set(kernels) & set(found)), default={})
+    return {kernel: best[kernel] for kernel in kernels if kernel in best}
+
+
 def _summed_ms(spans, steps):
     """Milliseconds per step spent in each span name (inclusive of nested spans)."""
     summed = {}
@@ -158,10 +203,14 @@ def profile(case, config, args):
               "keras_overhead_ms_per_batch": 1000 * args.batch * (1 / keras_rate - 1 / step_rate),
               "device": jax.devices()[0].device_kind,
               "compute_dtype": model.backbone.compute_dtype}
+    modules = fusion_origins(os.path.join(args.trace_dir, "hlo"))
     for name, seconds, trace in (("keras", keras_seconds, keras_trace),
                                  ("step", step_seconds, step_trace)):
-        report[f"trace_{name}"] = (kernel_summary(trace, seconds, args.steps) if trace
-                                   else {"error": "the profiler wrote no Chrome trace"})
+        summary = (kernel_summary(trace, seconds, args.steps) if trace
+                   else {"error": "the profiler wrote no Chrome trace"})
+        summary["top_kernel_origins"] = kernel_origins(
+            list(summary.get("top_kernels_ms_per_step", {})), modules)
+        report[f"trace_{name}"] = summary
     return report
 
 
@@ -177,6 +226,9 @@ def parse(argv=None):
 def main(argv=None):
     args = parse(argv)
     os.environ["KERAS_BACKEND"] = "jax"  # before Keras loads: the GPU image has no TensorFlow
+    # Before JAX starts XLA: the optimized HLO whose fusions `top_kernel_origins` names.
+    flags = hlo_dump_flags(os.path.join(args.trace_dir, "hlo"))
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()
     import keras
 
     config = kbert_module("config").BertConfig.preset(args.preset)

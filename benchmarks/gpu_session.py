@@ -42,8 +42,9 @@ PLAN = (
     # The issue's report: BERT-base pre-training and inference, sequence 128, batch 256, with
     # "auto"'s kernels (flash in training since the H200 of 2026-12-04, cuDNN at inference).
     Step("base-seq128", "benchmarks.gpu", ()),
-    # Where the time goes now (fit / predict against the bare step, GPU kernels by kind): what
-    # the way to the issue's 1.3x and 50% MFU goes through. Never yet run with flash.
+    # Where the time goes now (fit / predict against the bare step, GPU kernels by kind and the
+    # layers fused into each): what the way to the issue's 1.3x and 50% MFU goes through. Never
+    # yet run with flash.
     Step("profile", "benchmarks.gpu_profile", ("train", "infer", "--trace-dir", "/tmp/trace")),
     # Four batches a compiled call (Keras' steps_per_execution), never measured on a GPU: does
     # it take fit's and predict's per-batch cost (2% and 10% on the H100) off the step?

@@ -144,6 +144,8 @@ def test_profile_kernel_summary_of_a_known_trace(tmp_path):
 
 def test_profile_script_reports_the_keras_loop_and_the_bare_step(tmp_path):
     pytest.importorskip("jax")
+    from benchmarks import gpu_profile
+
     out = tmp_path / "profile.json"
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.gpu_profile", "train", "infer", "--preset", "tiny",
@@ -162,6 +164,20 @@ def test_profile_script_reports_the_keras_loop_and_the_bare_step(tmp_path):
             assert report[trace]["ms_per_step"] > 0 and report[trace]["kernels_per_step"] == 0
         assert any("predict" in name or "fit" in name or "step" in name
                    for name in report["trace_keras"]["top_python_ms_per_step"])
+        assert report["trace_step"]["top_kernel_origins"] == {}  # no kernels to name here
+    # What names a GPU's kernels: the steps' optimized HLO, dumped while the profile ran. Each
+    # fusion, under its kernel's name, comes from the model's layers (forward and backward).
+    modules = gpu_profile.fusion_origins(tmp_path / "trace" / "hlo")
+    train, = [m for m in modules if ".jit_train_step." in m]
+    assert any(".jit_predict_step." in m for m in modules) and len(modules) <= 3
+    kernels = [name for name in modules[train] if "fusion" in name]
+    assert len(kernels) > 20 and "." not in "".join(kernels)
+    origins = gpu_profile.kernel_origins([*kernels, "nvjet_sm90_tst_128x128"], modules)
+    assert set(origins) == set(kernels)  # the train step's module, not a predict step's
+    named = " ".join(op for ops in origins.values() for op in ops)
+    for layer in ("jvp(bert_backbone)/embeddings/layer_norm", "jvp(mlm_head)", "adam_w/",
+                  "transpose(jvp(bert_backbone))/transformer_layer_1/attention_layer_norm"):
+        assert layer in named
 
 
 def test_a_kbert_only_command_line_works_here(tmp_path):
