@@ -19,6 +19,7 @@ logits), at the harness's sizes and dtype, on Keras' JAX backend:
 """
 
 import argparse
+import functools
 import glob
 import gzip
 import json
@@ -139,32 +140,37 @@ def hlo_dump_flags(folder):
     return f"--xla_dump_to={folder} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*_step"
 
 
-def fusion_origins(folder, most=6):
-    """{dumped module: {kernel name: op names}} from XLA's dump in `folder`: each fusion under
-    the name its GPU kernel gets (dots as underscores) and the op names (`most` of them, the
-    leading `jit(...)/` dropped) of what it fused, its own and its computation's."""
-    modules = {}
-    for path in glob.glob(os.path.join(folder, "*after_optimizations.txt")):
-        ops, calls, current = {}, {}, None  # computation → op names; fusion → (computation, op)
-        with open(path) as f:
-            for line in f:
-                header = re.match(r"(?:ENTRY )?%(\S+) .*\{$", line)
-                if header:
-                    current = ops.setdefault(header.group(1), set())
-                    continue
-                op = re.search(r'op_name="(?:jit\([^/"]*\)/)?([^"]*)"', line)
-                if op and current is not None:
-                    current.add(op.group(1))
-                fusion = re.match(r"\s+(?:ROOT )?%(\S+) = .* fusion\(.*calls=%([\w.-]+)", line)
-                if fusion:
-                    calls[fusion.group(1)] = (fusion.group(2), op and op.group(1))
-        origins = {}
-        for name, (computation, own) in calls.items():
-            found = sorted(ops.get(computation, set()) | ({own} if own else set()))
-            origins[name.replace(".", "_")] = found[:most] + (
-                [f"(+{len(found) - most} more)"] if len(found) > most else [])
-        modules[os.path.basename(path)] = origins
-    return modules
+def fusion_origins(folder):
+    """{dumped module: {kernel name: op names}} from XLA's dump in `folder` (`module_origins`
+    of each module; one read per module while a run profiles its cases)."""
+    return {os.path.basename(path): module_origins(path)
+            for path in glob.glob(os.path.join(folder, "*after_optimizations.txt"))}
+
+
+@functools.lru_cache(maxsize=None)
+def module_origins(path, most=6):
+    """Each fusion of the optimized HLO module in `path`, under the name its GPU kernel gets
+    (dots as underscores), and the op names (`most` of them, the leading `jit(...)/` dropped)
+    of what it fused, its own and its computation's."""
+    ops, calls, current = {}, {}, None  # computation → op names; fusion → (computation, op)
+    with open(path) as f:
+        for line in f:
+            header = re.match(r"(?:ENTRY )?%(\S+) .*\{$", line)
+            if header:
+                current = ops.setdefault(header.group(1), set())
+                continue
+            op = re.search(r'op_name="(?:jit\([^/"]*\)/)?([^"]*)"', line)
+            if op and current is not None:
+                current.add(op.group(1))
+            fusion = re.match(r"\s+(?:ROOT )?%(\S+) = .* fusion\(.*calls=%([\w.-]+)", line)
+            if fusion:
+                calls[fusion.group(1)] = (fusion.group(2), op and op.group(1))
+    origins = {}
+    for name, (computation, own) in calls.items():
+        found = sorted(ops.get(computation, set()) | ({own} if own else set()))
+        origins[name.replace(".", "_")] = found[:most] + (
+            [f"(+{len(found) - most} more)"] if len(found) > most else [])
+    return origins
 
 
 def kernel_origins(kernels, modules):
