@@ -175,24 +175,28 @@ class BertSpanPreprocessor(PreprocessorBase):
         return out
 
     def _pack(self, question, context, starts, ends, is_max):
-        """[CLS] question [SEP] window [SEP], padded to sequence_length, + the window columns."""
+        """[CLS] question [SEP] window [SEP], padded to sequence_length, + the window columns.
+        The six columns travel as one [rows, tokens, 6] tensor through one ragged concat:
+        a concat a column built 242 graph nodes, and six of them made half the graph that
+        each tf.data iterator instantiates (1.1 s an iterator)."""
         rows = context.nrows()
-        shape = [None, self.sequence_length]
-
-        def join(head, q, middle, c, tail, pad):
-            edge = lambda v: tf.fill(tf.stack([rows, 1]), tf.constant(v, tf.int32))
-            return tf.concat([edge(head), q, edge(middle), c, edge(tail)], axis=1).to_tensor(
-                pad, shape=shape)
-
-        q0, c0 = tf.zeros_like(question, tf.int32), tf.zeros_like(context, tf.int32)
         cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
-        return {"token_ids": join(cls, tf.cast(question, tf.int32), sep, context, sep,
-                                  self.tokenizer.pad_token_id),
-                "segment_ids": join(0, q0, 0, c0 + 1, 1, 0),
-                "padding_mask": join(1, q0 + 1, 1, c0 + 1, 1, 0),
-                "token_start": join(-1, q0 - 1, -1, starts, -1, -1),
-                "token_end": join(-1, q0 - 1, -1, ends, -1, -1),
-                "max_context": join(0, q0, 0, is_max, 0, 0)}
+        names = ("token_ids", "segment_ids", "padding_mask", "token_start", "token_end",
+                 "max_context")
+        edge = lambda *column: tf.broadcast_to(tf.constant(column, tf.int32), tf.stack(
+            [rows, 1, len(names)]))
+        columns = lambda part, *column: part.with_flat_values(tf.stack(column, axis=-1))
+        q, c = tf.cast(question.flat_values, tf.int32), context.flat_values
+        q0, c0 = tf.zeros_like(q), tf.zeros_like(c)
+        joined = tf.concat([edge(cls, 0, 1, -1, -1, 0),
+                            columns(question, q, q0, q0 + 1, q0 - 1, q0 - 1, q0),
+                            edge(sep, 0, 1, -1, -1, 0),
+                            columns(context, c, c0 + 1, c0 + 1, starts.flat_values,
+                                    ends.flat_values, is_max.flat_values),
+                            edge(sep, 1, 1, -1, -1, 0)], axis=1)
+        padded = joined.to_tensor(tf.constant([self.tokenizer.pad_token_id, 0, 0, -1, -1, 0]),
+                                  shape=[None, self.sequence_length, len(names)])
+        return dict(zip(names, tf.unstack(padded, axis=-1)))
 
     @staticmethod
     def _targets(example, begin, length, offset, first, last, has_answer):
