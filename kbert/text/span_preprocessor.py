@@ -175,16 +175,13 @@ class BertSpanPreprocessor(PreprocessorBase):
         return out
 
     def _pack(self, question, context, starts, ends, is_max):
-        """[CLS] question [SEP] window [SEP], padded to sequence_length, + the window columns.
-        The six columns travel as one [rows, tokens, 6] tensor through one ragged concat:
-        a concat a column built 242 graph nodes, and six of them made half the graph that
-        each tf.data iterator instantiates (1.1 s an iterator)."""
+        """[CLS] question [SEP] window [SEP], padded to sequence_length, + the window columns
+        (`WINDOW_KEYS`), joined as one [rows, tokens, 6] tensor: a ragged concat a column made
+        half the graph every tf.data iterator instantiates (README, "Start-up")."""
         rows = context.nrows()
         cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
-        names = ("token_ids", "segment_ids", "padding_mask", "token_start", "token_end",
-                 "max_context")
         edge = lambda *column: tf.broadcast_to(tf.constant(column, tf.int32), tf.stack(
-            [rows, 1, len(names)]))
+            [rows, 1, len(WINDOW_KEYS)]))
         columns = lambda part, *column: part.with_flat_values(tf.stack(column, axis=-1))
         q, c = tf.cast(question.flat_values, tf.int32), context.flat_values
         q0, c0 = tf.zeros_like(q), tf.zeros_like(c)
@@ -195,8 +192,8 @@ class BertSpanPreprocessor(PreprocessorBase):
                                     ends.flat_values, is_max.flat_values),
                             edge(sep, 1, 1, -1, -1, 0)], axis=1)
         padded = joined.to_tensor(tf.constant([self.tokenizer.pad_token_id, 0, 0, -1, -1, 0]),
-                                  shape=[None, self.sequence_length, len(names)])
-        return dict(zip(names, tf.unstack(padded, axis=-1)))
+                                  shape=[None, self.sequence_length, len(WINDOW_KEYS)])
+        return dict(zip(WINDOW_KEYS, tf.unstack(padded, axis=-1)))
 
     @staticmethod
     def _targets(example, begin, length, offset, first, last, has_answer):
