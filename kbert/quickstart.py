@@ -23,13 +23,15 @@ def quickstart(output_dir="runs/quickstart", export_dir="saved_models/sentiment"
     import tensorflow as tf
 
     from kbert.export.from_path import export_from_cli
+    from kbert.outputs import check_output
     from kbert.training.finetune import finetune
 
     start = time.time()
+    check_output(output_dir, "finetune")  # each quickstart replaces the last one's run only
     metrics = finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir=output_dir,
                        steps=steps, batch_size=batch_size, learning_rate=learning_rate,
                        max_eval_examples=max_eval_examples, verbose=verbose,
-                       overwrite=True)  # each quickstart replaces the last one's run
+                       overwrite=True)
     export_path = export_from_cli(output_dir, export_dir, label_names=list(LABELS))
     serving = tf.saved_model.load(str(export_path)).signatures["serving_default"]
     result = serving(text=tf.constant(SENTENCES))

@@ -31,6 +31,7 @@ def test_killed_runs_finish_with_the_steps_of_an_uninterrupted_run(tmp_path):
 def test_finetune_resumes_only_an_unfinished_run(tmp_path, monkeypatch):
     """A run killed while saving its run directory (checkpoint of the last epoch on disk, no
     run.json) resumes with no steps left; a finished run is trained afresh, not resumed."""
+    from kbert import outputs
     from kbert.runs import INFO_FILE
     from kbert.training import finetune_checkpoints
     from kbert.training.finetune import finetune
@@ -68,7 +69,10 @@ def test_finetune_resumes_only_an_unfinished_run(tmp_path, monkeypatch):
     assert again["resumed_from_step"] is None and again["optimizer_steps"] == 4
     assert not checkpoints.exists()
     assert sorted(p.name for p in run.iterdir()) == [
-        "eval_test", "logs", "metrics.json", "model.keras", "notes.txt", "run.json"]
+        ".kbert-output", "eval_test", "logs", "metrics.json", "model.keras", "notes.txt",
+        "run.json"]
+    assert (run / "eval_test" / "mine").is_dir() and (run / "notes.txt").read_text() == "mine"
+    assert not outputs.stage_path(run).exists()
     # TensorBoard shows only the new run: none of the old run's event files are left
     assert logs and not set(logs) & {p.relative_to(run) for p in (run / "logs").rglob("*")}
 

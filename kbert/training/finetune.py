@@ -12,8 +12,6 @@ SQuAD spans, CoNLL tags) is a `kbert.tasks.TaskSpec` that this driver runs the s
 `kbert finetune`, the notebooks, `evaluate_run` and `lr_sweep` all go through here.
 """
 
-import functools
-import inspect
 import math
 import os
 import pathlib
@@ -23,6 +21,7 @@ import keras
 
 from kbert.atomic import removed_if_unfinished
 from kbert.models.xla import pad_multiple
+from kbert.outputs import MARKER, mark
 from kbert.runs import RunDirectory
 from kbert.tasks import EVAL_SEED, get_spec, subset
 from kbert.tasks.pretrained import open_task_model, start_from_fine_tuned_head
@@ -74,29 +73,16 @@ def _callbacks(config, model, output_dir, total_steps):
     return callbacks
 
 
-def _no_unfinished_output(run):
-    """A failed `finetune` leaves no output directory that it created and that holds nothing
-    to resume from: one that is empty, or holds only TensorBoard logs, is removed; one with a
-    checkpoint (or anything else) stays."""
-    signature = inspect.signature(run)
-
-    @functools.wraps(run)
-    def wrapper(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs).arguments
-        config = bound.get("config")
-        output = pathlib.Path(config.output_dir if config is not None else bound.get(
-            "settings", {}).get("output_dir", FinetuneConfig.output_dir))
-        with removed_if_unfinished(output):
-            return run(*args, **kwargs)
-    return wrapper
-
-
-@_no_unfinished_output
 def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **settings):
     """Fine-tunes on `task` (a name `kbert finetune --task` takes, a `kbert.data.tasks.Task`
     or a `TaskSpec`), evaluates it, and saves the run directory. `settings` are the fields of
     `FinetuneConfig` (or pass `config=`); `task_options` go to the task's spec (e.g. SQuAD's
     `doc_stride`).
+
+    The output follows `kbert.outputs`' rule. With `overwrite`, the new run trains beside the
+    old one (`kbert.outputs.stage_path`) and replaces it only once complete; rerun after a
+    kill, it resumes there. A failed run leaves no folder it created that holds nothing to
+    resume from.
 
     Returns the dict written to metrics.json: the final held-out metrics at the top level
     (test when the task has a test split, else dev; `eval_split` says which), `dev` and `test`
@@ -106,7 +92,19 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
     if data_dir is not None:  # run.json keeps it: `kbert evaluate` may run from elsewhere
         data_dir = os.path.abspath(data_dir)
     output_dir = pathlib.Path(config.output_dir)
-    resumable.check_output(output_dir, config.overwrite)
+    work = resumable.working_folder(output_dir, config.overwrite, (config.init, data_dir))
+    if work != output_dir and RunDirectory.is_run(work):  # complete, killed before its swap
+        resumable.swap_in(work, output_dir)
+        return RunDirectory(output_dir).metrics
+    with removed_if_unfinished(work, disposable=("logs", MARKER)):
+        metrics = _finetune(task, data_dir, config, task_options, work)
+    if work != output_dir:
+        resumable.swap_in(work, output_dir)
+    return metrics
+
+
+def _finetune(task, data_dir, config, task_options, output_dir):
+    """`finetune`'s work, written to `output_dir` (the run, or its replacement's staging)."""
     spec = _checked_spec(get_spec(task, data_dir, **(task_options or {})), config)
     policy = dtype_policy(config.mixed_precision)
     keras.utils.set_random_seed(config.seed)
@@ -129,9 +127,10 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
                                            config.warmup_fraction, config.weight_decay,
                                            model=model, loss_scale=needs_loss_scale(policy)),
                   jit_compile=config.xla)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    mark(output_dir, "finetune")
     record = resumable.run_record(config, spec, sequence_length, plan)
-    state = resumable.resume(output_dir, model, record, plan, config.overwrite)
+    state = resumable.resume(output_dir, model, record, plan,
+                             restart_on_mismatch=output_dir != pathlib.Path(config.output_dir))
     if state is None:
         best_epoch.clear(output_dir)  # a fresh start: scores of an earlier attempt are stale
     # A resumed attempt draws a fresh data order from its start step (as pre-training does).

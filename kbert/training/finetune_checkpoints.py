@@ -7,16 +7,20 @@ chunks of `CHECKPOINT_EVERY` steps with `steps`), a checkpoint in OUTPUT/checkpo
 end of each (`kbert.training.checkpoints`: the previous one kept, damaged ones skipped). The
 checkpoints go once the run directory is saved. A finished run directory is never resumed or
 replaced by accident: `finetune` refuses it unless `overwrite=True` (`kbert finetune
---overwrite`, as Hugging Face's `--overwrite_output_dir`), which trains afresh and first removes
-everything of the old run (`RunDirectory.clear`), checkpoints included.
+--overwrite`, as Hugging Face's `--overwrite_output_dir`), which trains afresh in a staging
+folder beside it and swaps the new run in once complete (`kbert.outputs`): the old run stays
+whole until then, and the user's own files in it stay after.
 """
 
 import dataclasses
 import math
+import os
+import pathlib
 import shutil
 
-from kbert.atomic import check_directory_target
-from kbert.runs import RunDirectory
+from kbert import outputs
+from kbert.runs import INFO_FILE, LOGS, METRICS_FILE, MODEL_FILE, PREDICTIONS_FILE, RunDirectory
+from kbert.training.best_epoch import BEST
 
 CHECKPOINTS = "checkpoints"
 CHECKPOINT_EVERY = 1000
@@ -53,15 +57,55 @@ def run_record(config, spec, sequence_length, plan):
             "max_train_examples": config.max_train_examples}
 
 
-def check_output(output_dir, overwrite):
-    """Before any work: `output_dir` must be a directory (or not yet exist), and one that holds
-    a finished run is replaced only with `overwrite`."""
-    check_directory_target(output_dir, "directory for the run")
-    if RunDirectory.is_run(output_dir) and not overwrite:
+RUN_NAMES = (MODEL_FILE, INFO_FILE, METRICS_FILE, PREDICTIONS_FILE, LOGS, CHECKPOINTS, BEST,
+             "eval_*")
+"""What a run writes in its folder: the only names whose links `working_folder` removes."""
+
+
+def working_folder(output_dir, overwrite, inputs=()):
+    """Where `finetune` writes, checked before any work: `output_dir` itself (new, or an
+    unfinished run to resume), or with `overwrite` of an existing folder its staging beside it
+    (`kbert.outputs.stage_path`). A finished run is replaced only with `overwrite`.
+
+    Args:
+      output_dir: the run's folder.
+      overwrite: replace what is there once the new run is complete.
+      inputs: what the run reads (its init checkpoint, its data folder).
+
+    Returns:
+      The folder to train in.
+    """
+    output_dir = pathlib.Path(output_dir)
+    status = outputs.check_output(output_dir, "finetune", overwrite, inputs)
+    if status == "same" and not overwrite and RunDirectory.is_run(output_dir):
         raise FileExistsError(
             f"{output_dir} holds a finished {_task_of(output_dir)} run; pass overwrite=True "
             "to train afresh and replace it (its evaluations and logs too), or choose another "
             "output directory.")
+    if status == "new" or not overwrite:
+        outputs.unlink_links(output_dir, RUN_NAMES)
+        return output_dir
+    staging = outputs.stage_path(output_dir)
+    if os.path.lexists(staging) and outputs.kind_of(staging) != "finetune":
+        raise outputs.OutputError(f"{staging} is in the way of the new run; move it away.")
+    outputs.unlink_links(staging)
+    return staging
+
+
+def owned_by_run(entry):
+    """Whether a run wrote `entry` (replaced by a new run; anything else of the user's stays):
+    its files, logs, checkpoints, and `kbert evaluate` scores with nothing else inside."""
+    entry = pathlib.Path(entry)
+    if entry.name.startswith("eval_") and entry.is_dir() and not entry.is_symlink():
+        return {p.name for p in entry.iterdir()} <= {METRICS_FILE, PREDICTIONS_FILE}
+    return entry.name in RUN_NAMES or entry.name.startswith(f".{MODEL_FILE}.") or (
+        entry.name.startswith(".") and entry.name.endswith(".json.tmp"))
+
+
+def swap_in(staging, output_dir):
+    """Puts the complete new run in `staging` in place of `output_dir`, keeping the user's own
+    files (`owned_by_run`)."""
+    outputs.swap_in(staging, output_dir, owned_by_run)
 
 
 def _task_of(output_dir):
@@ -71,17 +115,13 @@ def _task_of(output_dir):
         return "kbert"
 
 
-def resume(output_dir, model, record, plan, overwrite=False):
+def resume(output_dir, model, record, plan, restart_on_mismatch=False):
     """The state of the newest usable checkpoint, restored into `model` (weights and
-    optimizer); None for a fresh start: no checkpoint, or `overwrite`, which first removes
-    the directory's previous run and checkpoints."""
+    optimizer); None for a fresh start (no checkpoint). A checkpoint of other settings is an
+    error, or with `restart_on_mismatch` (a replacement's staging) removed."""
     from kbert.training.checkpoints import CheckpointError, check_run_state, restore_checkpoint
 
     checkpoints = output_dir / CHECKPOINTS
-    if overwrite:
-        RunDirectory(output_dir).clear()
-        shutil.rmtree(checkpoints, ignore_errors=True)
-        return None
 
     def validate(state, file):
         try:
@@ -91,7 +131,15 @@ def resume(output_dir, model, record, plan, overwrite=False):
         except ValueError as error:  # another run's checkpoint
             raise ValueError(f"{error} Or pass overwrite=True to start afresh.") from None
 
-    return restore_checkpoint(checkpoints, model, validate=validate)
+    try:
+        return restore_checkpoint(checkpoints, model, validate=validate)
+    except CheckpointError:
+        raise
+    except ValueError:
+        if not restart_on_mismatch:
+            raise
+        shutil.rmtree(checkpoints, ignore_errors=True)
+        return None
 
 
 def checkpoint_callbacks(output_dir, record, plan):
