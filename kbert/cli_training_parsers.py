@@ -61,6 +61,9 @@ def pretrain_parser(commands):
                                "Profile tab, e.g. 10,20")
     allow_pickle_option(pretrain, "an --init directory's pytorch_model.bin")
     pretrain.add_argument("--output", default="runs/pretrain")
+    pretrain.add_argument("--overwrite", action="store_true",
+                          help="replace a folder in --output that is not this run's, once the "
+                               "new run is complete")
     return pretrain
 
 

@@ -42,6 +42,7 @@ import time
 
 import numpy as np
 
+from kbert import outputs
 from kbert.atomic import removed_if_unfinished
 from kbert.training.precision import needs_loss_scale
 from kbert.training.pretrain_config import PretrainConfig, default_max_predictions
@@ -51,18 +52,39 @@ from kbert.training.pretrain_data import finish, most_frequent_baseline, pretrai
 __all__ = ["PretrainConfig", "pretrain", "default_max_predictions"]
 
 
+OWNED = ("metrics.json", "start_metrics.json", "model", "logs", "checkpoints")
+"""What a pre-training run writes in its folder."""
+
+
 def pretrain(output_dir=None, config=None, **kwargs):
     """Pre-trains BERT; returns the metrics dict written to OUTPUT/metrics.json.
 
     Either `pretrain(config=PretrainConfig(...))` or `pretrain(output_dir, **fields)` with the
     fields of `PretrainConfig` as keywords; there `config=` may also be a `BertConfig`, the
-    fresh model's shape (the `bert_config` field). A run that fails before its first
-    checkpoint leaves no output folder behind.
+    fresh model's shape (the `bert_config` field). The output follows `kbert.outputs`' rule:
+    with `overwrite` the new run trains beside the old one and replaces it once complete. A
+    finished run rerun with the same settings changes nothing. A run that fails before its
+    first checkpoint leaves no output folder behind.
     """
     config = _as_config(output_dir, config, kwargs)
-    with removed_if_unfinished(config.output_dir) as output:
-        output.mkdir(parents=True, exist_ok=True)
-        return _pretrain(config, output)
+    target = pathlib.Path(config.output_dir)
+    status = outputs.check_output(target, "pretrain", config.overwrite, _inputs(config))
+    work = target if status == "new" or not config.overwrite else outputs.stage_path(target)
+    if work != target and os.path.lexists(work) and outputs.kind_of(work) != "pretrain":
+        raise outputs.OutputError(f"{work} is in the way of the new run; move it away.")
+    outputs.unlink_links(work, OWNED)
+    with removed_if_unfinished(work, disposable=("logs", outputs.MARKER)) as output:
+        outputs.mark(output, "pretrain")
+        result = _pretrain(config, output)
+    if work != target:
+        outputs.swap_in(work, target, lambda entry: entry.name in OWNED)
+    return result
+
+
+def _inputs(config):
+    """The paths a run reads, which its output may not replace."""
+    corpus = config.corpus if isinstance(config.corpus, (list, tuple)) else [config.corpus]
+    return [config.init, config.vocabulary, *corpus]
 
 
 def _pretrain(config, output):
@@ -93,18 +115,26 @@ def _run(config, output, strategy):
     run = run_record(config, model, data.source, plan)
     state, initial_epoch = resume(output, model, run, chief)
     start_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+    if start_step >= plan.total_steps and _finished(output, config.save_model):
+        return json.loads((output / "metrics.json").read_text(encoding="utf-8"))
     start_metrics = _start_metrics(output, model, data.heldout, config.nsp, state, chief)
 
-    logger, seconds = fit(config, model, data, plan, run, initial_epoch, start_step, chief)
+    logger, seconds = fit(config, output, model, data, plan, run, initial_epoch, start_step,
+                          chief, state)
     result = {**evaluate(model, data.heldout, config.nsp),
               **_summary(config, model, tokenizer, data, logger, start_step, state, strategy),
               "start": start_metrics, "train_seconds": seconds, "run": run,
               **({"init_heads": heads} if config.init else {})}
-    if chief:
-        _write_json(output / "metrics.json", result)
     if config.save_model:
         save_model(model, tokenizer, output, chief)
+    if chief:  # last: a metrics.json beside model/ marks a finished run
+        _write_json(output / "metrics.json", result)
     return result
+
+
+def _finished(output, save_model):
+    return (output / "metrics.json").is_file() and (
+        not save_model or (output / "model").is_dir())
 
 
 def _as_config(output_dir, config, kwargs):
@@ -183,18 +213,20 @@ def _start_metrics(output, model, heldout, nsp, state, chief):
     return json.loads(start_file.read_text()) if start_file.exists() else None
 
 
-def fit(config, model, data, plan, run, initial_epoch, start_step, chief):
-    """Trains from `start_step` to the plan's end, checkpointing; (step logger, seconds)."""
+def fit(config, output, model, data, plan, run, initial_epoch, start_step, chief, state=None):
+    """Trains from `start_step` to the plan's end, checkpointing in `output`; (step logger,
+    seconds). Each checkpoint keeps the step speeds of every attempt so far (`speeds`)."""
     import keras
 
     from kbert.training.callbacks import StepCheckpoint, StepLogger, StopAtStep
 
-    logs = pathlib.Path(config.output_dir) / "logs"
+    logs = output / "logs"
     logger = StepLogger(logs / "steps", config.batch_size, every=config.log_every,
                         enabled=chief)
     callbacks = [StopAtStep(plan.total_steps),
-                 StepCheckpoint(pathlib.Path(config.output_dir) / "checkpoints",
-                                extra_state={"run": run}, is_chief=chief),
+                 StepCheckpoint(output / "checkpoints", is_chief=chief,
+                                extra_state=lambda: {"run": run,
+                                                     "speeds": _speeds(logger, state)}),
                  logger]
     if chief:
         callbacks.append(keras.callbacks.TensorBoard(
@@ -220,13 +252,13 @@ def _summary(config, model, tokenizer, data, logger, start_step, state, strategy
     baseline, top = most_frequent_baseline(data.heldout, data.counts, data.train(config.seed),
                                            special)
     end_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-    speeds = [h["sequences_per_second"] for h in logger.history[1:]]
+    speeds = _speeds(logger, state)
     return {
         "baseline_mlm_accuracy": baseline,
         "most_frequent_token": tokenizer.id_to_token(top),
         "steps": end_step,
         "resumed_from_step": start_step if state is not None else None,
-        "examples_seen": (end_step - start_step) * config.batch_size * config.accumulation,
+        "examples_seen": end_step * config.batch_size * config.accumulation,  # all attempts
         "sequences_per_second": float(np.median(speeds)) if speeds else None,
         "heldout_examples": int(sum(int(x["token_ids"].shape[0]) for x, *_ in data.heldout)),
         "train_examples_per_pass": int(data.train_examples),
@@ -234,6 +266,14 @@ def _summary(config, model, tokenizer, data, logger, start_step, state, strategy
         "multi_worker": is_multi_worker(strategy),
         "replicas": strategy.num_replicas_in_sync,
     }
+
+
+def _speeds(logger, state):
+    """Sequences per second of every step log of the run's attempts: those of the checkpoint
+    `state` resumed from, then this attempt's (each attempt's first log, which holds its
+    compilation, left out)."""
+    return list((state or {}).get("speeds", [])) + [
+        h["sequences_per_second"] for h in logger.history[1:]]
 
 
 def save_model(model, tokenizer, output, chief):

@@ -19,7 +19,8 @@ _MAY_BE_ZERO = ("warmup_steps", "checkpoint_every")
 class PretrainConfig:
     """The settings of one `pretrain()` run; the CLI's flags map one to one.
 
-    output_dir: the run folder (metrics.json, logs/, checkpoints/, model/).
+    output_dir: the run folder (metrics.json, logs/, checkpoints/, model/). `overwrite`
+      replaces another folder there (`kbert.outputs`) once the new run is complete.
     preset: the fresh model, a name of `kbert.presets` that means random weights ("tiny" ...
       "large", "random:<checkpoint>"); or `bert_config`, a `BertConfig`; or `init`, a checkpoint
       or weights preset to continue from. `vocabulary` (vocab.txt, token list or tokenizer)
@@ -45,6 +46,7 @@ class PretrainConfig:
     """
 
     output_dir: str | os.PathLike
+    overwrite: bool = False
     preset: str = "mini"
     init: str | os.PathLike | None = None
     allow_pickle: bool = False

@@ -168,6 +168,8 @@ def test_resume_after_sigkill(tmp_path, corpus_file):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["steps"] == 40 and metrics["resumed_from_step"] == saved
     assert metrics["start"] is not None  # the start metrics of the first attempt survive
+    assert metrics["examples_seen"] == 40 * 8  # the whole run's, not the resumed attempt's
+    assert metrics["sequences_per_second"] > 0
     from kbert.atomic import staging_entries  # nothing the killed writer staged is left
 
     assert list(staging_entries(out / "checkpoints")) == []
@@ -176,3 +178,17 @@ def test_resume_after_sigkill(tmp_path, corpus_file):
     lr = dict(event_scalars(out / "logs/steps")["learning_rate"])
     for step in range(max(saved + 1, 5), 41):
         assert lr[step] == pytest.approx(1e-3 * (41 - step) / 36, rel=1e-5, abs=1e-9), step
+
+    before = file_hashes(out)  # rerunning the finished run changes nothing on disk
+    again = subprocess.run([sys.executable, "-c", script, str(out), str(corpus_file)], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert file_hashes(out) == before
+
+
+def file_hashes(folder):
+    """{relative path: sha256} of every file under `folder`."""
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
