@@ -6,12 +6,16 @@ moments, each killed run rerun until it finishes, and what is left checked:
   weights (sha256) when no attempt got as far as a checkpoint (a resumed attempt draws a fresh
   data order from its start step, so later resumes are checked on their step count only);
   no staging directory of a killed save survives the finishing run.
+- finetune --overwrite of a finished run: after every kill the old run is whole (its files'
+  sha256 unchanged) until the new one completes; the rerun resumes from the new run's own
+  checkpoints and ends with the steps of an uninterrupted run, with no staging left.
 - export: after every kill, every all-digit directory under the base is a complete version
   (the files of an uninterrupted export); after the next finished export no staging or
   scratch directory of a killed one is left. Half the kills hit `--version 1 --overwrite`.
 
     python -m benchmarks.kills --kills 20 --seed 0 --command all
-writes benchmarks/results/kills.json (counts per command).
+writes benchmarks/results/kills.json (counts per command); `--command overwrite --kills 10`
+runs the killed `--overwrite` alone.
 """
 
 import argparse
@@ -184,6 +188,62 @@ def kill_training(command, kills, rng, work):
     return counts
 
 
+def _hashes(folder):
+    import hashlib
+
+    folder = pathlib.Path(folder)
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def kill_overwrite(kills, rng, work, run_dir=None):
+    """Kills `kbert finetune --overwrite` of a finished run `kills` times (during start-up, or
+    at a random moment after a random checkpoint of the new run); returns the counts."""
+    from kbert.outputs import stage_path
+
+    reference = run_dir or work / "finetune-reference"
+    if not (reference / "metrics.json").is_file():
+        _finish(command_line("finetune", work, reference))
+    expected = json.loads((reference / "metrics.json").read_text())
+    target = work / "overwritten"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(reference, target)
+    cmd = command_line("finetune", work, target) + ["--overwrite"]
+    staging = stage_path(target)
+    first, duration = _timed_reference(cmd, staging / "checkpoints")
+    total, every = expected["optimizer_steps"], CHECKPOINT_EVERY["finetune"]
+    counts = {"kills": 0, "old_run_whole": 0, "old_run_lost": 0, "replacements": 0,
+              "resumed_replacements": 0, "step_mismatches": 0, "leftover_staging": 0,
+              "reference_seconds": round(duration, 1)}
+    old = _hashes(target)
+
+    def replaced():
+        metrics = json.loads((target / "metrics.json").read_text())
+        counts["replacements"] += 1
+        counts["resumed_replacements"] += metrics.get("resumed_from_step") is not None
+        counts["step_mismatches"] += metrics["optimizer_steps"] != total
+        counts["leftover_staging"] += os.path.lexists(staging)
+        return _hashes(target)
+
+    while counts["kills"] < kills:
+        step = rng.choice(range(0, total, every))
+        delay = rng.uniform(0, first if step == 0 else (duration - first) * every / total)
+        killed = _kill_at(cmd, delay, staging / "checkpoints" / "latest", step)
+        now = _hashes(target)
+        if now == old:
+            counts["kills"] += killed
+            counts["old_run_whole"] += killed
+        elif os.path.lexists(staging) or not (target / "run.json").is_file():
+            counts["kills"] += 1
+            counts["old_run_lost"] += 1
+            old = now
+        else:  # the new run was complete and swapped in
+            old = replaced()
+    _finish(cmd)  # the replacement the last kill interrupted
+    replaced()
+    return counts
+
+
 def _files(version):
     return sorted(str(p.relative_to(version)) for p in pathlib.Path(version).rglob("*"))
 
@@ -222,17 +282,20 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=20, help="kills per command")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--command", choices=("pretrain", "finetune", "export", "all"),
-                        default="all")
+    parser.add_argument("--command", default="all",
+                        choices=("pretrain", "finetune", "overwrite", "export", "all"))
     parser.add_argument("--output", default=str(RESULTS), help="where the counts go (JSON)")
     args = parser.parse_args(argv)
-    commands = ("pretrain", "finetune", "export") if args.command == "all" else (args.command,)
+    commands = (("pretrain", "finetune", "overwrite", "export") if args.command == "all"
+                else (args.command,))
     results = {"seed": args.seed, "kills_per_command": args.kills}
     with tempfile.TemporaryDirectory(prefix="kbert-kills-") as work:
         work = pathlib.Path(work)
         for command in commands:
             rng = random.Random(f"{args.seed}-{command}")
-            if command == "export":
+            if command == "overwrite":
+                results[command] = kill_overwrite(args.kills, rng, work)
+            elif command == "export":
                 reference = work / "finetune-reference"  # a run to export, when there is one
                 results[command] = kill_export(args.kills, rng, work,
                                                reference if reference.is_dir() else None)

@@ -21,6 +21,11 @@ import tempfile
 _STAGING = re.compile(r"^\.(?P<name>.+)\.(?:(?P<pid>\d+)-)?[a-z0-9_]{8}\.(?P<kind>tmp|old)$")
 
 
+def is_staging_name(name) -> bool:
+    """Whether `name` is that of a staging directory `atomic_directory` makes."""
+    return _STAGING.match(name) is not None
+
+
 @contextlib.contextmanager
 def removed_if_unfinished(path, disposable=("logs",)):
     """A job that fails leaves no output directory it created and that holds nothing to

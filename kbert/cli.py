@@ -12,9 +12,11 @@ from kbert.cli_parser import FORMATS  # noqa: F401  (importable from here as bef
 
 def _vocab(args) -> int:
     """Trains a WordPiece vocabulary in BERT's layout."""
+    from kbert.outputs import check_output_file
     from kbert.data.corpus import text_lines, wikipedia_articles
     from kbert.text.vocab import train_vocabulary
 
+    check_output_file(args.output, args.overwrite, args.corpus or ())
     texts = list(text_lines(args.corpus)) if args.corpus else wikipedia_articles()
     vocab = train_vocabulary(texts, vocab_size=args.size, lowercase=not args.cased,
                              output_path=args.output)
@@ -97,41 +99,47 @@ def _print_metrics(metrics, output):
 
 def _evaluate(args) -> int:
     """Scores a fine-tuned run or checkpoint on a task split; writes OUTPUT/metrics.json and,
-    for SQuAD and CoNLL, OUTPUT/predictions.json."""
+    for SQuAD and CoNLL, OUTPUT/predictions.json, whole or not at all. An --output folder is
+    new or an earlier evaluation (`kbert.outputs`), never the run itself."""
     import json
-    import pathlib
 
-    from kbert.atomic import check_directory_target
+    from kbert.outputs import check_output, write_folder
     from kbert.training.finetune import evaluate_run
 
+    inputs = (args.model, args.data_dir)
     if args.output:
-        check_directory_target(args.output, "directory for --output")
+        check_output(args.output, "evaluation", args.overwrite, inputs)
     metrics, predictions = evaluate_run(
         args.model, task=args.task, split=args.split, data_dir=args.data_dir,
         max_eval_examples=args.max_eval_examples, allow_pickle=args.allow_pickle,
         return_predictions=True, null_threshold=args.null_threshold)
-    output = pathlib.Path(args.output) if args.output else _evaluation_dir(args.model, metrics)
-    output.mkdir(parents=True, exist_ok=True)
-    written = ["metrics.json"] + (["predictions.json"] if predictions is not None else [])
-    for name, value in zip(written, (metrics, predictions)):
-        (output / name).write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n",
-                                   encoding="utf-8")
+    output = args.output or _evaluation_dir(args.model, metrics, args.overwrite)
+    written = {name: json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+               for name, value in (("metrics.json", metrics), ("predictions.json", predictions))
+               if value is not None}
+    write_folder(output, "evaluation", written)
     print(f"{metrics['task']} {metrics['split']} ({metrics['examples']} examples): "
           + _format(metrics))
     print(f"Wrote {', '.join(f'{output}/{name}' for name in written)}")
     return 0
 
 
-def _evaluation_dir(model, metrics):
+def _evaluation_dir(model, metrics, overwrite):
     """Where evaluate writes by default: inside a run (`RunDirectory.eval_dir`), else inside
-    the checkpoint directory, as `eval_<split>`."""
+    the checkpoint directory, as `eval_<split>`; checked as --output is (an earlier
+    evaluation's folder holds only its two files)."""
     import pathlib
 
-    from kbert.runs import RunDirectory
+    from kbert.outputs import check_output
+    from kbert.runs import METRICS_FILE, PREDICTIONS_FILE, RunDirectory
 
     if RunDirectory.is_run(model):
-        return RunDirectory(model).eval_dir(metrics["split"], metrics["task"])
-    return pathlib.Path(model) / f"eval_{metrics['split']}"
+        output = RunDirectory(model).eval_dir(metrics["split"], metrics["task"])
+    else:
+        output = pathlib.Path(model) / f"eval_{metrics['split']}"
+    check_output(output, "evaluation", overwrite, unmarked=lambda path: {
+        p.name for p in path.iterdir()} <= {METRICS_FILE, PREDICTIONS_FILE})
+    return output
 
 
 def _predict(args) -> int:
@@ -149,8 +157,9 @@ def _predict(args) -> int:
                              f"{', '.join('--' + k.replace('_', '-') for k in inputs)}.")
         args.batch_size = args.batch_size or 64  # set: out-of-memory advice halves it
         return _predict_file(args)
-    if args.output is not None or args.batch_size is not None:
-        raise ValueError("--output and --batch-size go with --input (a file of inputs).")
+    if args.output is not None or args.batch_size is not None or args.overwrite:
+        raise ValueError("--output, --overwrite and --batch-size go with --input (a file of "
+                         "inputs).")
     print(json.dumps(predict_run(args.model, allow_pickle=args.allow_pickle, task=args.task,
                                  data_dir=args.data_dir, null_threshold=args.null_threshold,
                                  top_k=args.top_k, **inputs),
@@ -166,14 +175,13 @@ def _predict_file(args) -> int:
     import os
     import pathlib
 
+    from kbert.outputs import check_output_file, staged_file
     from kbert.training.batch_prediction import predict_requests
 
     target = pathlib.Path(args.output) if args.output not in (None, "-") else None
-    if target is not None and target.is_dir():
-        raise ValueError(f"--output {target} is a directory; give the answers' file path.")
     if target is not None:
-        target.parent.mkdir(parents=True, exist_ok=True)  # as `kbert vocab --output` does
-    staging = target.with_name(f".{target.name}.tmp") if target else None
+        check_output_file(target, args.overwrite, [args.input, args.model])
+    staging = staged_file(target) if target else None
     try:
         with contextlib.ExitStack() as files:
             stdin = args.input == "-"

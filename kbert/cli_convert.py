@@ -3,8 +3,11 @@ class for its task, keras-hub's BertTextClassifier or a checkpoint of Google's f
 scripts; either to TF Hub's BERT SavedModels. Thin over `kbert.convert` and
 `kbert.export.hub_models`."""
 
+import os
 import pathlib
 import tempfile
+
+from kbert.outputs import check_overwrite
 
 
 def _refuse_replacing_source(source, dest):
@@ -29,6 +32,8 @@ def convert(args) -> int:
 
     source = resolve(args.source)
     _refuse_replacing_source(source, args.dest)
+    if args.overwrite and os.path.lexists(args.dest):
+        check_overwrite(args.dest, [source], "DEST")
     if args.sequence_length is not None and args.to != "tf_hub":
         raise ValueError("--sequence-length applies to --to tf_hub only (a checkpoint has no "
                          "sequence length).")

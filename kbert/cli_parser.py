@@ -110,6 +110,8 @@ def _vocab_parser(commands):
                             "when the corpus has no more word pieces seen twice)")
     vocab.add_argument("--cased", action="store_true", help="keep case and accents")
     vocab.add_argument("--output", required=True, help="where to write vocab.txt")
+    vocab.add_argument("--overwrite", action="store_true",
+                       help="replace an existing --output file")
     return vocab
 
 
@@ -132,6 +134,8 @@ def _evaluate_parser(commands):
     evaluate.add_argument("--data-dir", help="directory of a GLUE task's TSV files")
     evaluate.add_argument("--max-eval-examples", type=positive_int, help="score a fixed subset")
     evaluate.add_argument("--output", help="default: MODEL/eval_SPLIT")
+    evaluate.add_argument("--overwrite", action="store_true",
+                          help="replace a folder in --output that is not a kbert evaluation")
     _null_threshold(evaluate)
     allow_pickle_option(evaluate)
     return evaluate
@@ -181,6 +185,8 @@ def _predict_parser(commands):
                               "output)")
     predict.add_argument("--batch-size", type=positive_int,
                          help="with --input: lines run through the model at once (default 64)")
+    predict.add_argument("--overwrite", action="store_true",
+                         help="with --output: replace an existing file (never the --input)")
     return predict
 
 

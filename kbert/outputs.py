@@ -22,7 +22,7 @@ Example:
 >>> check_output(folder, "pretrain")
 Traceback (most recent call last):
 ...
-kbert.outputs.OutputError: --output ... is a kbert finetune output, not a pretrain one; pass --overwrite to replace it, or choose a new folder.
+kbert.outputs.OutputError: --output ... holds a kbert finetune output; pass --overwrite to replace it, or choose a new folder.
 """
 
 import json
@@ -30,8 +30,7 @@ import os
 import pathlib
 import shutil
 
-from kbert.atomic import _replace, check_directory_target
-from kbert.runs import RunDirectory
+from kbert.atomic import _replace, check_directory_target, make_staging
 
 MARKER = ".kbert-output"
 
@@ -44,11 +43,13 @@ def _absolute(path) -> pathlib.Path:
     return pathlib.Path(os.path.abspath(os.fspath(path)))
 
 
-def kind_of(path):
+def kind_of(path, unmarked=None):
     """The kind a kbert output folder was marked with; None for any other folder.
 
     Args:
       path: a folder.
+      unmarked: (kind, test) for outputs of `kind` written without a marker: `test(path)`
+        says whether `path` is one.
 
     Returns:
       The kind, e.g. "finetune", or None.
@@ -61,8 +62,9 @@ def kind_of(path):
         except (OSError, ValueError):
             return None
         return value.get("kind") if isinstance(value, dict) else None
-    # a finished run written before markers existed
-    return "finetune" if RunDirectory.is_run(path) else None
+    if unmarked is not None and unmarked[1](path):
+        return unmarked[0]
+    return None
 
 
 def mark(path, kind):
@@ -85,7 +87,7 @@ def _is_empty_folder(path):
     return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 
-def check_output(path, kind, overwrite=False, inputs=(), flag="--output"):
+def check_output(path, kind, overwrite=False, inputs=(), flag="--output", unmarked=None):
     """Checks a command's output folder before any work, by the module's rule.
 
     Args:
@@ -94,6 +96,7 @@ def check_output(path, kind, overwrite=False, inputs=(), flag="--output"):
       overwrite: whether the user asked to replace what is there.
       inputs: the paths the command reads (checkpoints, data, corpora).
       flag: the option that named `path`, for the error message.
+      unmarked: a test of whether a folder is an output of `kind` written without a marker.
 
     Returns:
       "new" (no folder, or an empty one), "same" (a kbert output of `kind`) or "other"
@@ -107,16 +110,14 @@ def check_output(path, kind, overwrite=False, inputs=(), flag="--output"):
     if not os.path.lexists(path) or _is_empty_folder(path):
         check_not_an_input(path, inputs, flag)
         return "new"
-    found = kind_of(path) if path.is_dir() else None
+    check_not_an_input(path, inputs, flag)
+    found = kind_of(path, unmarked and (kind, unmarked)) if path.is_dir() else None
     if found == kind:
         if overwrite:
             check_overwrite(path, inputs, flag)
-        else:
-            check_not_an_input(path, inputs, flag)
         return "same"
     if not overwrite:
-        what = f"is a kbert {found} output, not a {kind} one" if found else \
-            "exists and is not a kbert output"
+        what = f"holds a kbert {found} output" if found else "exists and is not a kbert output"
         raise OutputError(f"{flag} {path} {what}; pass --overwrite to replace it, or choose a "
                           "new folder.")
     check_overwrite(path, inputs, flag)
@@ -166,6 +167,92 @@ def check_overwrite(path, inputs=(), flag="--output"):
             what = f"is {name}" if real == place else f"holds {name}"
             raise OutputError(f"--overwrite never replaces {path}: it {what}.")
     check_not_an_input(path, inputs, flag)
+
+
+def check_output_file(path, overwrite=False, inputs=(), flag="--output"):
+    """Checks an output file before any work: a new file, or with `overwrite` an existing
+    one; never a folder, nor one of `inputs`.
+
+    Args:
+      path: the file to write.
+      overwrite: whether an existing file may be replaced.
+      inputs: the paths the command reads.
+      flag: the option that named `path`.
+
+    Raises:
+      OutputError: the file may not be written.
+    """
+    path = _absolute(path)
+    check_directory_target(path.parent, f"directory for {flag}")
+    if path.is_dir():
+        raise OutputError(f"{flag} {path} is a directory; give a file path.")
+    check_not_an_input(path, inputs, flag)
+    if os.path.lexists(path) and not overwrite:
+        raise OutputError(f"{flag} {path} exists; pass --overwrite to replace it, or choose a "
+                          "new file.")
+
+
+def staged_file(path) -> pathlib.Path:
+    """A new hidden file beside `path` for its content, made with the user's umask.
+
+    Args:
+      path: the file it will replace (`os.replace(staged, path)`).
+
+    Returns:
+      The staged file's path.
+    """
+    path = _absolute(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if os.path.lexists(staged):
+        staged.unlink()
+    staged.touch(exist_ok=False)
+    return staged
+
+
+def write_text(path, text):
+    """Writes `text` to `path` whole or not at all, with the user's umask.
+
+    Args:
+      path: the file.
+      text: its content.
+    """
+    staged = staged_file(path)
+    try:
+        staged.write_text(text, encoding="utf-8")
+        os.replace(staged, path)
+    finally:
+        if os.path.lexists(staged):
+            staged.unlink()
+
+
+def write_folder(target, kind, files):
+    """Writes the output folder `target` whole or not at all: `files` ({name: text}) and its
+    marker, staged beside it and swapped in. Its other entries, the user's, stay.
+
+    Args:
+      target: the folder.
+      kind: its kind, for the marker.
+      files: {file name: text}.
+    """
+    target = _absolute(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = make_staging(target, ".tmp")
+    try:
+        for name, text in files.items():
+            (staging / name).write_text(text, encoding="utf-8")
+        mark(staging, kind)
+        os.chmod(staging, 0o777 & ~_umask())
+        swap_in(staging, target, lambda entry: entry.name in files)
+    finally:
+        if os.path.lexists(staging):
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def stage_path(target) -> pathlib.Path:

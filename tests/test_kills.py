@@ -28,6 +28,16 @@ def test_killed_runs_finish_with_the_steps_of_an_uninterrupted_run(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_killed_overwrite_keeps_the_old_run_and_resumes(tmp_path):
+    """`kbert finetune --overwrite` of a finished run killed twice: the old run is whole after
+    each kill, and the rerun resumes the new run and swaps it in (benchmarks/kills.py runs 10)."""
+    counts = kills.kill_overwrite(2, random.Random("overwrite"), tmp_path)
+    assert counts["kills"] == 2 and counts["old_run_whole"] == 2 and counts["old_run_lost"] == 0
+    assert counts["step_mismatches"] == 0 and counts["leftover_staging"] == 0
+    assert counts["resumed_replacements"] >= 1
+
+
+@pytest.mark.slow
 def test_finetune_resumes_only_an_unfinished_run(tmp_path, monkeypatch):
     """A run killed while saving its run directory (checkpoint of the last epoch on disk, no
     run.json) resumes with no steps left; a finished run is trained afresh, not resumed."""

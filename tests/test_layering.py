@@ -13,6 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "kbert"
 
 FLOORS = {
     "kbert.config": 0, "kbert.config_checks": 0, "kbert.atomic": 0, "kbert.tensorflow_backend": 0,
+    "kbert.outputs": 0,
     "kbert.layers": 1, "kbert.optimizers": 1,
     "kbert.models": 2,
     "kbert.tensorflow_input_checks": 2,  # the models' input checks for tf.data, outside models/
@@ -20,6 +21,7 @@ FLOORS = {
     "kbert.text": 3, "kbert.convert": 3, "kbert.evaluation": 3, "kbert.viz": 3,
     "kbert.data": 4,
     "kbert.presets": 5, "kbert.runs": 5,  # names and run directories → models, tokenizers
+    "kbert.model_files": 5,  # a saved .keras file → the model it holds
     "kbert.tasks": 6,
     "kbert.training": 7, "kbert.export": 7,
     "kbert.cli": 8, "kbert.cli_config": 8, "kbert.cli_convert": 8, "kbert.cli_messages": 8,

@@ -39,7 +39,8 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
     from kbert.export.serving_tasks import TASKS
 
     # A target that cannot take the version is refused before the model loads.
-    version_directory(pathlib.Path(os.path.abspath(output_dir)), version, overwrite)
+    version_directory(pathlib.Path(os.path.abspath(output_dir)), version, overwrite,
+                      inputs=[model_path, vocabulary])
     kbert_task = None if task is None or task in TASKS else task
     info, model = _load_model(pathlib.Path(model_path), allow_pickle, kbert_task,
                               null_threshold, top_k)

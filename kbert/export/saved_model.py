@@ -25,12 +25,13 @@ import tempfile
 
 import tensorflow as tf
 
-from kbert.atomic import (atomic_directory, check_directory_target, clean_staging, process_alive,
-                          staging_entries)
+from kbert.atomic import (atomic_directory, check_directory_target, clean_staging,
+                          is_staging_name, process_alive, staging_entries)
 from kbert.export import serving_ops, warmup
 from kbert.export.signatures import (CLASSIFY_INPUT, EXAMPLES_INPUT, SERVING_METHODS,
                                      ServingModule)
 from kbert.models.backbone import INPUT_KEYS
+from kbert.outputs import MARKER, check_output
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 METADATA_FILE = "kbert_export.json"
@@ -147,11 +148,13 @@ def _set_method_name(export_dir, signature):
     fingerprinting_utils.write_fingerprint(str(export_dir))
 
 
-def version_directory(base, version, overwrite):
+def version_directory(base, version, overwrite, inputs=()):
     """(version, base/version): the next version by default; an existing one only with
-    `overwrite`, since TF Serving may be serving it. Cheap: `export_from_cli` calls it before
-    it loads the model, to refuse a bad target first."""
+    `overwrite`, since TF Serving may be serving it. `base` is new or holds only versions
+    (`kbert.outputs`' rule; `inputs` are what the export reads). Cheap: `export_from_cli`
+    calls it before it loads the model, to refuse a bad target first."""
     check_directory_target(base, "directory for the model's versions")
+    check_output(base, "export", overwrite, inputs, flag="OUTPUT_DIR", unmarked=_holds_versions)
     if version is None:
         version = next_version(base)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
@@ -161,6 +164,12 @@ def version_directory(base, version, overwrite):
         raise FileExistsError(f"{target} already exists; TF Serving may be serving it. Pass "
                               "overwrite=True to replace it, or choose another version.")
     return version, target
+
+
+def _holds_versions(base):
+    """Whether `base` holds only what exports write: version folders and their staging."""
+    return all(name.isdigit() or name == MARKER or _SCRATCH.match(name) or is_staging_name(name)
+               for name in os.listdir(base))
 
 
 def vocabulary_asset(preprocessor, scratch):

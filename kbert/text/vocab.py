@@ -9,11 +9,11 @@ embeddings), then [UNK], [CLS], [SEP], [MASK]; with Google's 99 unused tokens th
 """
 
 import collections
-import pathlib
 
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
+from kbert.outputs import write_text
 from kbert.text.basic_tokenizer import BasicTokenizer
 
 
@@ -80,9 +80,7 @@ def train_vocabulary(texts, vocab_size=30522, lowercase=True, output_path=None,
                               max_unique_chars)
     vocab = _without_rarest_pieces(vocab, len(vocab) - vocab_size, set(reserved))
     if output_path is not None:
-        path = pathlib.Path(output_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
+        write_text(output_path, "".join(t + "\n" for t in vocab))
     return vocab
 
 

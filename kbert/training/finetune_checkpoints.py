@@ -76,7 +76,8 @@ def working_folder(output_dir, overwrite, inputs=()):
       The folder to train in.
     """
     output_dir = pathlib.Path(output_dir)
-    status = outputs.check_output(output_dir, "finetune", overwrite, inputs)
+    status = outputs.check_output(output_dir, "finetune", overwrite, inputs,
+                                  unmarked=RunDirectory.is_run)
     if status == "same" and not overwrite and RunDirectory.is_run(output_dir):
         raise FileExistsError(
             f"{output_dir} holds a finished {_task_of(output_dir)} run; pass overwrite=True "
