@@ -288,7 +288,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     commands = (("pretrain", "finetune", "overwrite", "export") if args.command == "all"
                 else (args.command,))
-    results = {"seed": args.seed, "kills_per_command": args.kills}
+    output = pathlib.Path(args.output)  # the commands not run keep their last counts
+    results = json.loads(output.read_text()) if output.is_file() else {}
     with tempfile.TemporaryDirectory(prefix="kbert-kills-") as work:
         work = pathlib.Path(work)
         for command in commands:
@@ -301,9 +302,10 @@ def main(argv=None):
                                                reference if reference.is_dir() else None)
             else:
                 results[command] = kill_training(command, args.kills, rng, work)
+            results[command].update(seed=args.seed, kills_asked=args.kills)
             print(command, json.dumps(results[command]), flush=True)
-    pathlib.Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    pathlib.Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(results, indent=2) + "\n")
     return results
 
 

@@ -24,10 +24,12 @@ def quickstart(output_dir="runs/quickstart", export_dir="saved_models/sentiment"
 
     from kbert.export.from_path import export_from_cli
     from kbert.outputs import check_output
+    from kbert.runs import RunDirectory
     from kbert.training.finetune import finetune
 
     start = time.time()
-    check_output(output_dir, "finetune")  # each quickstart replaces the last one's run only
+    # each quickstart replaces the last one's run, and nothing else
+    check_output(output_dir, "finetune", unmarked=RunDirectory.is_run)
     metrics = finetune(task="sentiment", init="minilm_l6_h384_uncased", output_dir=output_dir,
                        steps=steps, batch_size=batch_size, learning_rate=learning_rate,
                        max_eval_examples=max_eval_examples, verbose=verbose,
