@@ -57,6 +57,11 @@ INFO_KEYS = {"task": str, "kind": str, "settings": dict}
 """The keys every run.json holds, with their types; `task_options` and `data_dir`, when
 present, are an object and a string."""
 _OPTIONAL_INFO_KEYS = {"task_options": dict, "data_dir": str}
+RUN_KINDS = ("classification", "regression", "multiple_choice", "span", "token_classification")
+"""The `kind` of every task a run can be trained on (the task specs' `kind`)."""
+TASK_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(:[A-Za-z0-9][\w.-]*)?")
+"""A task name as run.json may hold it: a word of letters, digits, `_`, `.` and `-`, with one
+`source:` before it (`sentiment`, `squad2`, `glue:SST-2`): never a path."""
 
 
 def _check_info(info, path):
@@ -67,6 +72,12 @@ def _check_info(info, path):
         if info.get(key) is not None and not isinstance(info[key], kind):
             raise RunError(f"{path}: {key!r} must be a JSON "
                            f"{'object' if kind is dict else 'string'}, got {info[key]!r}.")
+    if not TASK_NAME.fullmatch(info["task"]) or ".." in info["task"]:
+        raise RunError(f"{path}: 'task' {info['task'][:80]!r} is no task name (letters, digits, "
+                       "'_', '.', '-', as in 'sentiment' or 'glue:SST-2').")
+    if info["kind"] not in RUN_KINDS:
+        raise RunError(f"{path}: 'kind' {info['kind'][:80]!r} is none of "
+                       f"{', '.join(RUN_KINDS)}.")
     return info
 
 
@@ -142,7 +153,17 @@ class RunDirectory:
         return _read_json(path) if path.is_file() else {}
 
     def load_model(self, compile=False):
-        """The saved task model with its preprocessor (Keras safe mode: no code is run)."""
-        import keras
+        """The saved task model with its preprocessor (`load_model_file`: Keras safe mode, a
+        damaged file named). A model.keras that is a symbolic link is refused: a run holds its
+        own model, and a link may point anywhere.
 
-        return keras.saving.load_model(self.path / MODEL_FILE, compile=compile, safe_mode=True)
+        Args:
+          compile: restore the training configuration too.
+        """
+        from kbert.model_files import load_model_file
+
+        path = self.path / MODEL_FILE
+        if path.is_symlink():
+            raise RunError(f"{path} is a symbolic link, refused: a run holds its own "
+                           f"{MODEL_FILE} (copy the file in place of the link).")
+        return load_model_file(path, compile=compile)

@@ -209,6 +209,10 @@ def test_google_reader_refuses_nan_weights(tmp_path):
      "'task' must be a JSON string"),
     (json.dumps({"task": "x", "kind": "c", "settings": {}, "task_options": 3}),
      "'task_options' must be a JSON object"),
+    (json.dumps({"task": "../../etc/passwd", "kind": "classification", "settings": {}}),
+     "'task' '../../etc/passwd' is no task name"),
+    (json.dumps({"task": "glue:SST-2", "kind": "c", "settings": {}}),
+     "'kind' 'c' is none of classification, regression"),
 ])
 def test_run_files_that_are_not_what_kbert_wrote(tmp_path, info, message):
     (tmp_path / "model.keras").write_bytes(b"")
@@ -297,9 +301,9 @@ def test_a_failed_finetune_leaves_no_directory_it_created(tmp_path, monkeypatch)
     with pytest.raises(RuntimeError, match="training failed"):
         finetune_module.finetune(task="sentiment", init="tiny", steps=1, output_dir=str(output))
     assert not output.exists() and (tmp_path / "new").is_dir()
-    output = tmp_path / "mine"  # the user's directory, or one with more than logs: kept
+    output = tmp_path / "mine"  # the user's directory: refused before any work (kbert.outputs)
     (output / "notes").mkdir(parents=True)
-    with pytest.raises(RuntimeError, match="training failed"):
+    with pytest.raises(ValueError, match="exists and is not a kbert output"):
         finetune_module.finetune(config=finetune_module.FinetuneConfig(
             init="tiny", steps=1, output_dir=str(output)), task="sentiment")
-    assert (output / "notes").is_dir() and (output / "logs").is_dir()
+    assert sorted(p.name for p in output.iterdir()) == ["notes"]

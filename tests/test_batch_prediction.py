@@ -32,6 +32,15 @@ def test_malformed_lines_are_refused_by_number(line, words):
         list(read_requests([line]))
 
 
+@pytest.mark.parametrize("line, words", [
+    ('{"text": "a"', "requests.jsonl line 2: not JSON"),
+    ("[" * 100_000 + "]" * 100_000, "requests.jsonl line 2: nested too deeply to be a request"),
+])
+def test_errors_name_the_file_as_well_as_the_line(line, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        list(read_requests(['{"text": "fine"}', line], "requests.jsonl"))
+
+
 def test_a_files_bytes_are_read_as_utf8_a_line_at_a_time():
     """`kbert predict --input` reads the file's bytes: a line that is not UTF-8 is named (the
     error was the codec's, with no line), and a byte order mark is no part of the first line
@@ -65,8 +74,10 @@ def test_a_request_the_model_refuses_is_named_by_its_line(tmp_path):
     lines = [json.dumps({"text": "the cat", "choices": choices}) for choices in
              (["sat", "ran"], ["a", "b"], ["a", "b"], ["sat"], ["a", "b"])]
     lines.insert(1, "")
-    answers = predict_requests(tmp_path / "run", lines, batch_size=2)
+    answers = predict_requests(tmp_path / "run", lines, batch_size=2,
+                               source=tmp_path / "text" / "in.jsonl")
     assert len([next(answers), next(answers)]) == 2
-    with pytest.raises(ValueError, match=r"^A toy model takes 2 \"choices\" a \"text\"; "
-                                         r"line 5 has 1 \('the cat'\)\.$"):
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(tmp_path))}/text/in.jsonl: A toy "
+                                         r"model takes 2 \"choices\" a \"text\"; line 5 has 1 "
+                                         r"\('the cat'\)\.$"):
         list(answers)

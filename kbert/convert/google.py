@@ -31,6 +31,7 @@ from kbert.config import BertConfig, ConfigError
 from kbert.convert.task_heads import GOOGLE_TASK_HEADS
 from kbert.convert.weights import (CheckpointError, HEAD_GROUPS, check_finite, check_shapes,
                                    check_weights, expected_shapes)
+from kbert.text.tokenizer_files import load_vocabulary
 
 CONFIG_FILE = "bert_config.json"
 CHECKPOINT_NAME = "bert_model.ckpt"
@@ -215,6 +216,8 @@ def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, 
     path = os.path.abspath(os.fspath(path))
     if vocab_file is not None and not os.path.isfile(vocab_file):
         raise CheckpointError(f"Vocabulary file {vocab_file} does not exist.")
+    if vocab_file is not None:
+        load_vocabulary(vocab_file)  # checked as a tokenizer reads it, before anything is written
     tf = _tf()
     owned = (CONFIG_FILE, VOCAB_FILE, "checkpoint", CHECKPOINT_NAME + ".*")
     with atomic_directory(path, owned_files=owned, overwrite=overwrite) as tmp:

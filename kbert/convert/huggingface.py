@@ -10,6 +10,7 @@ unpickling a file can run arbitrary code.
 """
 
 import json
+import os
 import pathlib
 import shutil
 import warnings
@@ -23,6 +24,7 @@ from kbert.config import BertConfig
 from kbert.convert.task_heads import (checkpoint_architecture, has_pooler, head_tensor_names,
                                       is_language_model)
 from kbert.convert.weights import CheckpointError, check_finite, check_weights
+from kbert.text.tokenizer_files import load_vocabulary
 
 _BUFFERS = ("embeddings.position_ids",)
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -173,6 +175,15 @@ def _float32(value, name, path):
     return check_finite(value.astype("float32"), name, path)
 
 
+def _with_user_mode(path):
+    """Gives the file `path` the mode a new file of the user's gets (0644 under umask 022):
+    safetensors writes its files 0600, which other users and groups the umask admits cannot
+    read."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
 def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None,
                         overwrite=False, tokenizer_config=None,
                         causal=False, task_head=None) -> pathlib.Path:
@@ -188,6 +199,8 @@ def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None
     checkpoint is only replaced with `overwrite=True`.
     """
     check_weights(weights, config, source="the weights to write")
+    if vocab_file is not None:
+        load_vocabulary(vocab_file)  # checked as a tokenizer reads it, before anything is written
     path = pathlib.Path(path)
     has_heads = any(n.startswith("cls.") for n in weights)
     hf_config = config.to_hf_config()
@@ -208,6 +221,7 @@ def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None
         safetensors.numpy.save_file(
             {n: np.ascontiguousarray(w, dtype="float32") for n, w in tensors.items()},
             str(staging / "model.safetensors"), metadata={"format": "pt"})
+        _with_user_mode(staging / "model.safetensors")
         if vocab_file is not None:
             shutil.copyfile(vocab_file, staging / "vocab.txt")
         if tokenizer_config is not None:

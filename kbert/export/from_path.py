@@ -92,8 +92,7 @@ def _load_model(model_path, allow_pickle=False, task=None, null_threshold=None, 
     options; the model) for a run directory or a checkpoint directory holding a fine-tuned
     head (`open_task_model`, as `kbert predict` reads them, `task` a kbert task name or None);
     ({}, the model) for a .keras file (a run's own model.keras: as its run)."""
-    import keras
-
+    from kbert.model_files import load_model_file
     from kbert.runs import MODEL_FILE, RunDirectory
     from kbert.tasks.pretrained import open_task_model
 
@@ -108,7 +107,7 @@ def _load_model(model_path, allow_pickle=False, task=None, null_threshold=None, 
             raise ValueError(f"{name}={value!r} is for a run or checkpoint directory; "
                              f"{model_path} is a saved Keras model.")
     if model_path.is_file():
-        return {}, keras.saving.load_model(model_path, compile=False, safe_mode=True)
+        return {}, load_model_file(model_path)
     raise FileNotFoundError(f"No run directory or saved Keras model at {model_path}.")
 
 

@@ -105,6 +105,10 @@ def label_names_for(task, model, label_names):
     if label_names is None:
         label_names = [str(i) for i in range(count)]
     label_names = [str(n) for n in label_names]
+    repeated = sorted({n for n in label_names if label_names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"The label names repeat {', '.join(map(repr, repeated))}: each class "
+                         "needs a name of its own, or its answers could not be told apart.")
     if count > 1 and len(label_names) != count:
         raise ValueError(f"label_names has {len(label_names)} names for a model with "
                          f"{count} classes.")

@@ -5,7 +5,8 @@ Every export has these signatures, with method name "tensorflow/serving/predict"
 
 * `serving_default`: raw text in, answers out. Inputs are DT_STRING [batch]: `text`, plus
   `text_pair` for sentence-pair models, or `text` (the question / context) and `choices`
-  [batch, num_choices] for multiple choice. Tokenization and packing run in the graph
+  [batch, num_choices] for multiple choice; a string input of another rank (a scalar,
+  [batch, 1] for `text`) is an InvalidArgument error. Tokenization and packing run in the graph
   (`BertPreprocessor`), then padding beyond the batch's longest sequence is cut off before the
   model runs, so short requests do not pay for the full `sequence_length`.
 * `serve_examples` (with a preprocessor): `examples`, DT_STRING [batch] serialized
@@ -98,6 +99,18 @@ def unique_variables(variables):
     return list(found.values())
 
 
+def _rank_checked(fn, specs):
+    """`fn` on string inputs refused unless each has its spec's rank (`text`: [batch]): the
+    loaders do not enforce a signature's shapes, and a rank-2 or scalar `text` was answered.
+    `tf.ensure_shape` checks the tensor given at run time (a rank test is folded away: the
+    declared shape says what the rank is)."""
+    def checked(*inputs):
+        return fn(*(tf.ensure_shape(x, [None] * spec.shape.rank, name=f"{spec.name}_rank")
+                    for x, spec in zip(inputs, specs)))
+
+    return checked
+
+
 class ServingModule(tf.Module):
     """A `tf.Module` holding a Keras model (and preprocessor) with its serving tf.functions
     (`functions`, by signature name).
@@ -155,7 +168,8 @@ class ServingModule(tf.Module):
             fn, specs = self._text_graph()
             self._text_specs = tuple(specs)
             # The tf.Example signatures call the text graph (traced once) as a function.
-            text = functions["serving_default"] = tf.function(fn, input_signature=specs)
+            text = functions["serving_default"] = tf.function(_rank_checked(fn, specs),
+                                                              input_signature=specs)
             examples = functions["serve_examples"] = tf.function(
                 lambda examples: text(*self._parse_examples(examples, specs)),
                 input_signature=[tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)])

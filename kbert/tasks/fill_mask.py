@@ -5,6 +5,7 @@ Google's release) and `FillMaskTask`, the spec `kbert predict` answers one with.
 
 import numpy as np
 
+from kbert.models.row_error import RowError
 from kbert.tasks.spec import TaskSpec
 
 
@@ -49,7 +50,7 @@ def fill_mask(model, texts, top_k=5, marker="[MASK]", batch_size=32, tokenizer=N
     answers = []
     for start in range(0, len(texts), batch_size):
         chunk = texts[start:start + batch_size]
-        features = preprocessor(chunk)  # TensorFlow's: numpy arrays go to any backend
+        features = _packed(preprocessor, chunk, start, single)
         inputs = {k: np.asarray(v) for k, v in trim_to_longest(
             {k: features[k] for k in INPUT_KEYS}).items()}
         positions = np.asarray(features["masked_positions"])
@@ -61,6 +62,30 @@ def fill_mask(model, texts, top_k=5, marker="[MASK]", batch_size=32, tokenizer=N
             blanks = [_likeliest(s, top_k, vocabulary) for s in row_scores[:np.sum(row > 0)]]
             answers.append({"blanks": blanks, "filled": _filled(text, marker, blanks)})
     return answers[0] if single else answers
+
+
+def _packed(preprocessor, chunk, start, single):
+    """`preprocessor`'s features of the texts `chunk` (TensorFlow's: numpy arrays go to any
+    backend), from `texts[start]` on. A blank past the sequence length is a `RowError` naming
+    its text (the preprocessor's check says only that one is)."""
+    import tensorflow as tf
+
+    try:
+        return preprocessor(chunk)
+    except tf.errors.InvalidArgumentError:
+        for row, text in enumerate(chunk):
+            try:
+                preprocessor([text])
+            except tf.errors.InvalidArgumentError:
+                length = preprocessor.sequence_length
+                error = RowError(
+                    f"A blank ({preprocessor.marker}) in {{where}} is past the sequence length "
+                    f"{length}: it falls after the first {length - 2} tokens, which is all the "
+                    "model reads; put it earlier or cut what comes before it.", start + row)
+                if single:
+                    raise ValueError(error.at("the text")) from None
+                raise error from None
+        raise
 
 
 def _likeliest(scores, top_k, vocabulary):

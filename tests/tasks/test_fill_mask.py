@@ -3,6 +3,7 @@ transformers' own fill-mask pipeline on the same checkpoint, and the export of o
 (`kbert export` of a BertForMaskedLM, loaded in a new process)."""
 
 import json
+import re
 
 import keras
 import numpy as np
@@ -12,6 +13,7 @@ import torch
 import transformers
 
 import kbert
+from kbert.models.row_error import RowError
 from kbert.tasks.fill_mask import fill_mask, open_masked_lm
 from kbert.text.fill_mask_preprocessor import BertFillMaskPreprocessor
 
@@ -165,8 +167,12 @@ def test_what_cannot_be_filled_is_refused_by_name(masked_lm_dir, minilm_dir):
     model = open_masked_lm(masked_lm_dir("BertForMaskedLM"))
     with pytest.raises(ValueError, match="No blank \\(\\[MASK\\]\\) to fill in 'No blank.'"):
         fill_mask(model, ["a [MASK]", "No blank."])
-    with pytest.raises(tf.errors.InvalidArgumentError, match="falls after the first 62 tokens"):
+    with pytest.raises(ValueError, match=re.escape(
+            "A blank ([MASK]) in the text is past the sequence length 64: it falls after the "
+            "first 62 tokens")):
         fill_mask(model, "word " * 70 + "[MASK]")
+    with pytest.raises(RowError, match=re.escape("A blank ([MASK]) in row 1 is past")):
+        fill_mask(model, ["a [MASK]", "word " * 70 + "[MASK]"])
     with pytest.raises(ValueError, match="top_k must be at least 1"):
         fill_mask(model, "a [MASK]", top_k=0)
     with pytest.raises(ValueError, match="marker must be a non-blank string"):
