@@ -174,18 +174,25 @@ class Checks:
 
     def _malformed(self, entry, index):
         """A request no signature may answer: mismatched batch sizes, numbers for strings, a
-        blank question."""
-        s = self._strings
+        blank question, strings of another rank than [batch] (a scalar, [batch, 1])."""
+        s, tf = self._strings, self.tf
         fn = self.signatures[entry]["serving_default"]
         two, one = s(["a", "b"]), s(["a"])
-        calls = {"classifier": [lambda: fn(text=self.tf.constant([1, 2]))],
-                 "token": [lambda: fn(text=self.tf.constant([1.5]))],
-                 "pair": [lambda: fn(text=two, text_pair=one)],
-                 "choices": [lambda: fn(text=two, choices=s([["a"] * NUM_CHOICES]))],
-                 "span": [lambda: fn(question=two, context=one),
-                          lambda: fn(question=s(["a", " \u200b"]), context=two)]}[entry]
-        words = "[question of row] [1] [is blank" if entry == "span" and index % 2 else ""
-        return _expect_error(calls[index % len(calls)], words)
+        rank = "is not compatible with expected shape"
+        first = "question" if entry == "span" else "text"
+        other = {"pair": {"text_pair": one}, "choices": {"choices": s([["a"] * NUM_CHOICES])},
+                 "span": {"context": one}}.get(entry, {})
+        calls = {"classifier": [(lambda: fn(text=tf.constant([1, 2])), "")],
+                 "token": [(lambda: fn(text=tf.constant([1.5])), "")],
+                 "pair": [(lambda: fn(text=two, text_pair=one), "")],
+                 "choices": [(lambda: fn(text=two, choices=s([["a"] * NUM_CHOICES])), "")],
+                 "span": [(lambda: fn(question=two, context=one), ""),
+                          (lambda: fn(question=s(["a", " \u200b"]), context=two),
+                           "[question of row] [1] [is blank")]}[entry] + [
+            (lambda: fn(**{first: s([["a"]])}, **other), rank),
+            (lambda: fn(**{first: tf.constant(b"a")}, **other), rank)]
+        call, words = calls[index % len(calls)]
+        return _expect_error(call, words)
 
     def _ids_request(self, rng):
         """Random ids, valid or with one input out of range / of the wrong shape."""

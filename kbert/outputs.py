@@ -242,14 +242,19 @@ def write_folder(target, kind, files):
         for name, text in files.items():
             (staging / name).write_text(text, encoding="utf-8")
         mark(staging, kind)
-        os.chmod(staging, 0o777 & ~_umask())
+        os.chmod(staging, 0o777 & ~umask())
         swap_in(staging, target, lambda entry: entry.name in files)
     finally:
         if os.path.lexists(staging):
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def _umask():
+def umask() -> int:
+    """The process's umask (read by setting it, then setting it back).
+
+    Returns:
+      The mask, e.g. 0o022: a new file's mode is 0o666 & ~umask().
+    """
     mask = os.umask(0)
     os.umask(mask)
     return mask

@@ -24,6 +24,7 @@ from kbert.config import BertConfig
 from kbert.convert.task_heads import (checkpoint_architecture, has_pooler, head_tensor_names,
                                       is_language_model)
 from kbert.convert.weights import CheckpointError, check_finite, check_weights
+from kbert.outputs import umask
 from kbert.text.tokenizer_files import load_vocabulary
 
 _BUFFERS = ("embeddings.position_ids",)
@@ -179,9 +180,7 @@ def _with_user_mode(path):
     """Gives the file `path` the mode a new file of the user's gets (0644 under umask 022):
     safetensors writes its files 0600, which other users and groups the umask admits cannot
     read."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
+    os.chmod(path, 0o666 & ~umask())
 
 
 def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None,
