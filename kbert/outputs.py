@@ -158,6 +158,7 @@ def check_overwrite(path, inputs=(), flag="--output"):
     Raises:
       OutputError: `path` is one of those.
     """
+    path = _absolute(path)
     real = pathlib.Path(os.path.realpath(path))
     for place, name in ((pathlib.Path("/"), "the root folder"),
                         (pathlib.Path(os.path.realpath(os.path.expanduser("~"))),
