@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
 	touch $@
 
-.PHONY: install test quickstart constraints
+.PHONY: install test test-fast quickstart constraints
 install: $(VENV)/.installed
 
 # After `make test` passes on newer packages (pip install -U in .venv): pin them.
@@ -22,6 +22,10 @@ constraints: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q -n 2
+
+# The fast tier: every module's unit tests, no processes, notebooks or long training.
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -q -n 2 --fast
 
 quickstart: $(VENV)/.installed
 	$(VENV)/bin/kbert quickstart

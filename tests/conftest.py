@@ -15,6 +15,46 @@ import pytest  # noqa: E402
 from kbert.config import BertConfig  # noqa: E402
 
 
+FAST_TIER_SKIPS = frozenset(f"tests/{name}.py" for name in (
+    "test_notebooks", "test_cli_processes", "test_kills", "test_quickstart",
+    "test_documented_commands", "test_jax_distribution", "test_jax_backend",
+    "test_gpu_benchmark", "test_quality_smoke"))
+"""Modules the fast tier (`--fast`) leaves out whole: end-to-end runs of the CLI, notebooks,
+JAX scripts and benchmarks. The full suite runs them."""
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fast", action="store_true",
+                     help="the fast tier: no test marked slow, none of FAST_TIER_SKIPS, and a "
+                          "test that starts a process is skipped there")
+
+
+def pytest_collection_modifyitems(config, items):
+    """With `--fast`, deselects the slow tests and the modules of `FAST_TIER_SKIPS`."""
+    if not config.getoption("--fast"):
+        return
+    kept, dropped = [], []
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        slow = item.get_closest_marker("slow") is not None
+        (dropped if slow or module in FAST_TIER_SKIPS else kept).append(item)
+    config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
+
+
+@pytest.fixture(autouse=True)
+def no_processes_in_the_fast_tier(request, monkeypatch):
+    """In the fast tier a test that starts a process is skipped at that point."""
+    if not request.config.getoption("--fast"):
+        return
+    import subprocess
+
+    def skip(*args, **kwargs):
+        pytest.skip("starts a process: the full suite runs it")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", skip)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def user_site():
     """Processes the tests start load tests/user_site/sitecustomize.py: they see a user's

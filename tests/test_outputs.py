@@ -121,22 +121,29 @@ def test_no_output_replaces_an_input_or_a_users_file(sentiment_run, tmp_path):  
 
 
 @pytest.mark.slow
-def test_links_in_a_run_are_removed_never_followed(tmp_path):
-    """An unfinished run whose logs, checkpoints and scores are links to the user's folders:
-    the run resumes with folders of its own, and nothing lands in the link targets."""
+def test_links_are_removed_and_overwrite_keeps_the_users_files(tmp_path):
+    """An unfinished run whose logs, checkpoints and scores are links to the user's folders
+    resumes with folders of its own, and nothing lands in the link targets. `--overwrite` of a
+    folder of the user's replaces only the names a run writes: the user's other files stay."""
     run = tmp_path / "run"
     outputs.mark(run, "finetune")
     elsewhere = user_folder(tmp_path / "elsewhere", "logs/keep.txt", "checkpoints/keep.txt",
                             "eval_dev/keep.txt")
     for name in ("logs", "checkpoints", "eval_dev"):
         (run / name).symlink_to(elsewhere / name)
-    before = hashes(elsewhere)
-    done = subprocess.run([str(c) for c in KBERT + ["finetune", *TINY, "--output", run]],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert hashes(elsewhere) == before
+    mine = user_folder(tmp_path / "mine", "notes.txt", "data/train.csv", "metrics.json")
+    before = hashes(elsewhere, mine / "notes.txt", mine / "data")
+    procs = [subprocess.Popen([str(c) for c in KBERT + ["finetune", *TINY, *more]],
+                              stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+             for more in (["--output", run], ["--output", mine, "--overwrite"])]
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+    assert hashes(elsewhere, mine / "notes.txt", mine / "data") == before
     assert not any(p.is_symlink() for p in run.iterdir())
     assert (run / "logs").is_dir() and (run / "run.json").is_file()
+    assert json.loads((mine / "metrics.json").read_text())["task"] == "sentiment"
+    assert outputs.kind_of(mine) == "finetune" and not outputs.stage_path(mine).exists()
 
 
 def test_the_rule_in_process(tmp_path, monkeypatch):
