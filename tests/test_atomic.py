@@ -98,6 +98,7 @@ def test_versions_are_savedmodels_and_killed_exports_are_cleaned(tmp_path):
     assert sorted(os.listdir(base)) == sorted([".notes", "1", "5", live.name])
 
 
+@pytest.mark.slow
 def test_an_export_cleans_what_killed_exports_left(tmp_path, tiny_config):
     import keras
     import tensorflow as tf

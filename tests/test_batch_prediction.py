@@ -52,6 +52,7 @@ def test_a_files_bytes_are_read_as_utf8_a_line_at_a_time():
         list(read_requests([b'{"text": "a"}\n', b'{"text": "caf\xe9"}\n'], "requests.jsonl"))
 
 
+@pytest.mark.slow
 def test_a_request_the_model_refuses_is_named_by_its_line(tmp_path):
     """A multiple-choice request with another number of choices, in the second chunk: the
     error names its line in the file (it gave the chunk's lines and the row in the chunk)."""

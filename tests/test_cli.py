@@ -57,6 +57,7 @@ def test_vocab_trains_bert_layout(tmp_path, capsys):
     assert "the" in tokens and len(tokens) <= 150
 
 
+@pytest.mark.slow
 def test_pretrain_from_the_command_line(tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n\n".join(  # one sentence per line, blank line between documents
@@ -235,6 +236,7 @@ def test_library_errors_name_the_commands_flags():
         'keys "text_pair" and --text-pair'
 
 
+@pytest.mark.slow
 def test_convert_help_examples_run_as_written(minilm_dir, tmp_path, monkeypatch):
     """`kbert convert --help` names only sources that exist: its examples run in order."""
     monkeypatch.chdir(tmp_path)

@@ -223,6 +223,7 @@ def test_convert_refuses_the_vocabularies_finetune_refuses(work, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.endswith("_out")]
 
 
+@pytest.mark.slow
 def test_serving_default_refuses_strings_of_another_rank(tmp_path):
     """A loader does not enforce a signature's declared shapes: `text` of rank 2, or a scalar,
     was answered as if it were a batch."""

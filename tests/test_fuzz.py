@@ -23,6 +23,7 @@ def _assert_clean(counts, entries):
         assert c["ok"] + c.get("error", 0) == c["cases"], (entry, c)
 
 
+@pytest.mark.slow
 def test_library_entry_points(tokenizer):
     counts, failures = fuzz.run_library(fuzz.LIBRARY_ENTRIES, 300, seed=0,
                                         tokenizer=tokenizer, megabyte_every=100)
@@ -31,6 +32,7 @@ def test_library_entry_points(tokenizer):
     assert all(counts[e]["ok"] >= 300 for e in fuzz.LIBRARY_ENTRIES)  # strings: no errors
 
 
+@pytest.mark.slow
 def test_served_exports_in_a_fresh_process(tmp_path):
     counts, failures = fuzz_serving.run(250, seed=0, megabyte_every=100,
                                         exports=fuzz_serving.export_models(tmp_path))

@@ -25,6 +25,7 @@ def _word_embeddings(backbone):
     return np.asarray(backbone.token_embedding.embeddings.numpy(), "float32")
 
 
+@pytest.mark.slow
 def test_a_weights_preset_and_its_directory_load_the_checkpoint(minilm_dir, minilm_files):
     tensors, vocab = minilm_files
     for name in (MINILM, minilm_dir, str(minilm_dir)):
@@ -47,6 +48,7 @@ def test_a_size_preset_is_that_shape_with_random_weights_and_berts_vocabulary(mi
     assert abs(float(np.std(_word_embeddings(backbone))) - 0.02 * 0.88) < 2e-3
 
 
+@pytest.mark.slow
 def test_random_gives_the_checkpoints_shape_and_vocabulary_with_fresh_weights(
         minilm_dir, minilm_files):
     tensors, vocab = minilm_files
@@ -116,6 +118,7 @@ def test_from_pretrained_wants_weights_and_resolve_keeps_its_contract(minilm_dir
         presets.resolve("base")
 
 
+@pytest.mark.slow
 def test_from_pretrained_sets_dropout_rates_and_refuses_unknown_keywords(minilm_dir):
     """Keras' functional constructor drops unknown keywords silently; kbert's models refuse
     them, and the encoder's dropout rates are set through `from_pretrained` instead."""

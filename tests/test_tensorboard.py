@@ -66,6 +66,7 @@ def tensorboard(tmp_path):
                 server.wait()
 
 
+@pytest.mark.slow
 def test_tensorboard_serves_a_real_runs_scalars_and_images(tmp_path, tensorboard):
     run = tmp_path / "run"
     metrics = finetune(task="sentiment", init="tiny", output_dir=run, epochs=2, batch_size=16,

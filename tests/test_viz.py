@@ -5,6 +5,7 @@ import pathlib
 import keras
 import matplotlib.image
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import kbert
@@ -12,6 +13,7 @@ from kbert.training.finetune import finetune
 from kbert.viz import attention_maps, heatmap_image, plot_attention, plot_seed_view, seed_view
 
 
+@pytest.mark.slow
 def test_attention_heatmap_png(tmp_path):
     backbone = kbert.BertBackbone.from_pretrained("minilm_l6_h384_uncased")
     pre = kbert.BertPreprocessor(kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased"),
@@ -29,6 +31,7 @@ def test_attention_heatmap_png(tmp_path):
     assert pixels.std() > 0.05  # a real picture, not a blank canvas
 
 
+@pytest.mark.slow
 def test_seed_view_rebuilds_the_backbones_attention_weight(minilm_dir, tmp_path):
     pre = kbert.BertPreprocessor(kbert.BertTokenizer.from_pretrained(minilm_dir),
                                  sequence_length=24)
@@ -64,6 +67,7 @@ def _images(log_dir):
     return images
 
 
+@pytest.mark.slow
 def test_attention_images_go_to_tensorboard_while_finetuning(tmp_path):
     sentence = "The cat sat on the mat."
     finetune(task="sentiment", init="tiny", output_dir=tmp_path, steps=4, batch_size=8,

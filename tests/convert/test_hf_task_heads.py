@@ -149,6 +149,7 @@ def hf_task_dir(minilm_dir, tmp_path_factory):
     return make
 
 
+@pytest.mark.slow
 def test_a_hugging_face_sequence_classifier_answers_alike_in_kbert(hf_task_dir):
     """Raw text in: kbert's tokenizer and packing, Hugging Face's tokenizer there."""
     path, tokenizer = hf_task_dir("BertForSequenceClassification", num_labels=3)
@@ -175,6 +176,7 @@ def test_a_hugging_face_token_classifier_answers_alike_in_kbert(hf_task_dir):
                                atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_hugging_face_question_answerer_answers_alike_in_kbert(hf_task_dir):
     path, _ = hf_task_dir("BertForQuestionAnswering")
     model = BertSpanLabeler.from_pretrained(path)

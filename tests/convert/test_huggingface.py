@@ -288,6 +288,7 @@ def test_writes_are_atomic_and_never_wipe_unrelated_files(tiny_config, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # no staging left behind
 
 
+@pytest.mark.slow
 def test_a_saved_tokenizer_keeps_its_casing_and_word_limit(minilm_dir, tmp_path):
     """A model saved with its tokenizer (as `kbert pretrain` does) reads back with the same
     casing and word limit, in kbert and in transformers; a vocabulary alone could not say."""

@@ -39,6 +39,7 @@ def test_refused_or_failed_conversion_changes_nothing(tmp_path):
     assert from_keras_hub(dest)[0].hidden_act == "gelu_tanh"
 
 
+@pytest.mark.slow
 def test_keras_hub_loads_a_converted_preset_whole(minilm_dir, tmp_path):
     """Issue 23: a preset from `kbert convert --to keras_hub` held no tokenizer, so keras-hub's
     `BertTextClassifier.from_preset` failed. Now keras-hub builds the task from it alone: its

@@ -85,6 +85,7 @@ def served(minilm, tmp_path_factory):
     return json.loads((work / "result.json").read_text())
 
 
+@pytest.mark.slow
 def test_layout(minilm):
     path = minilm["classifier"]
     assert path.name == "1" and path.parent.name == "sentiment"
@@ -119,11 +120,13 @@ def test_layout(minilm):
                                               "example_features": ["text"]}
 
 
+@pytest.mark.slow
 def test_fresh_process_imports_no_kbert_or_keras(served):
     assert served["errors"] == []
     assert served["modules"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["classifier", "backbone"])
 def test_ops_are_all_in_stock_tf_serving(served, name):
     ops = served["ops"][name]
@@ -133,6 +136,7 @@ def test_ops_are_all_in_stock_tf_serving(served, name):
     assert not set(ops["all"]) & serving_ops.FORBIDDEN_OPS
 
 
+@pytest.mark.slow
 def test_fresh_process_predictions_match(served, minilm):
     out = served["serving_default"]["classifier"]
     np.testing.assert_allclose(out["probabilities"], minilm["probabilities"], atol=1e-5, rtol=0)
@@ -145,6 +149,7 @@ def test_fresh_process_predictions_match(served, minilm):
     assert np.array(emb["sequence_output"]).shape[::2] == (len(TEXTS), 384)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["classifier", "backbone"])
 def test_bad_requests_get_defined_answers(served, name):
     bad = served["bad"][name]
@@ -164,6 +169,7 @@ def test_bad_requests_get_defined_answers(served, name):
         assert empty["pooled_output"] == [0, 384] and empty["sequence_output"][::2] == [0, 384]
 
 
+@pytest.mark.slow
 def test_emulated_grpc_prediction_service(served, minilm):
     """Emulates TF Serving (session-based load, gRPC PredictionService); not the real binary."""
     grpc = served["grpc"]["classifier"]
@@ -196,6 +202,7 @@ def test_emulated_grpc_prediction_service(served, minilm):
     assert len(emb["warmup"]) == 3 and all(isinstance(r, list) for r in emb["warmup"])
 
 
+@pytest.mark.slow
 def test_saved_model_cli_show(minilm):
     # The console script of the TensorFlow in this interpreter's environment (not PATH's).
     cli = pathlib.Path(sys.executable).parent / "saved_model_cli"
@@ -220,6 +227,7 @@ def test_saved_model_cli_show(minilm):
     assert sorted(re.findall(r"outputs\['(\w+)'\]", classify)) == ["classes", "scores"]
 
 
+@pytest.mark.slow
 def test_saved_model_cli_run(minilm):
     """`saved_model_cli run` loads with a Session, as TF Serving does."""
     proc = subprocess.run(
@@ -234,6 +242,7 @@ def test_saved_model_cli_run(minilm):
     assert labels == " ".join(f"b'{x}'" for x in expected)
 
 
+@pytest.mark.slow
 def test_saved_model_cli_run_on_examples(minilm):
     """`saved_model_cli run --input_examples` builds the tf.Examples a TFX client sends."""
     examples = json.dumps([{"text": [t], "label": ["ignored"]} for t in TEXTS[:2]])
@@ -248,6 +257,7 @@ def test_saved_model_cli_run_on_examples(minilm):
     assert labels == " ".join(f"b'{x}'" for x in expected)
 
 
+@pytest.mark.slow
 def test_in_process_op_check(minilm):
     for key in ("classifier", "backbone"):
         assert serving_ops.unservable_ops(minilm[key]) == {}
@@ -275,6 +285,7 @@ def _example(**features):
         for name, values in features.items()})).SerializeToString()
 
 
+@pytest.mark.slow
 def test_versions_count_up(tiny, tmp_path):
     backbone, pre = tiny
     model = BertClassifier(backbone, num_classes=2)
@@ -308,6 +319,7 @@ def test_each_serving_graph_is_traced_once(tiny, tmp_path, monkeypatch):
     assert len(calls) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["write_requests", "check_servable"])
 def test_failed_export_leaves_nothing(tiny, tmp_path, monkeypatch, where):
     backbone, pre = tiny
@@ -339,6 +351,7 @@ def test_unservable_ops_are_refused(tmp_path):
         serving_ops.check_servable(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_classifier_fit_on_pairs_exports_for_pairs(tiny, tmp_path):
     """A classifier fit on raw pairs knows it (`sentence_pair`, saved with it), and its export
     takes pairs without being told: it served single sentences, answers about other input."""
@@ -367,6 +380,7 @@ def test_a_classifier_fit_on_pairs_exports_for_pairs(tiny, tmp_path):
         export_from_cli(tmp_path / "single.keras", tmp_path / "cli_pair", sentence_pair=True)
 
 
+@pytest.mark.slow
 def test_pair_classifier_and_regression(tiny, tmp_path):
     backbone, pre = tiny
     texts, pairs = ["the movie was good", "a bad film !"], ["it is great", "not good ."]
@@ -419,6 +433,7 @@ def test_regression_answers_the_regress_api(tiny, tmp_path):
     assert grpc["regress_on_predict_signature"] == {"error": "INVALID_ARGUMENT"}
 
 
+@pytest.mark.slow
 def test_multiple_choice(tiny, tmp_path):
     from kbert.models.multiple_choice import BertMultipleChoice
 
@@ -463,6 +478,7 @@ def test_backbone_without_preprocessor_serves_token_ids(tiny, tmp_path):
     assert not (tmp_path / "ids" / "1" / "assets.extra" / "tf_serving_warmup_requests").exists()
 
 
+@pytest.mark.slow
 def test_export_from_cli(tiny, tmp_path):
     from kbert.runs import RunDirectory
 
@@ -505,6 +521,7 @@ def test_export_from_cli(tiny, tmp_path):
     assert out["label"].numpy().tolist() == [[b"bad", b"good"][int(expected.argmax())]]
 
 
+@pytest.mark.slow
 def test_feature_extractor_and_feature_classifier(tiny, tmp_path):
     from kbert.models.feature_extractor import BertFeatureClassifier, BertFeatureExtractor
 

@@ -64,6 +64,7 @@ BAD_INPUTS = [  # (change to a valid request, words the error must hold)
 ]
 
 
+@pytest.mark.slow
 def test_serve_token_ids_refuses_inputs_out_of_range(classifier_export):
     model, signatures = classifier_export
     serve = signatures["serve_token_ids"]
@@ -191,6 +192,7 @@ def test_token_tagging_text_cut_keeps_the_reference_features(real_text, real_tok
     assert starts.row_lengths().numpy().max() < 100_000  # the split saw only the cut text
 
 
+@pytest.mark.slow
 def test_a_huge_request_answers_as_its_beginning(classifier_export):
     """16 MB in the served model: the answer of the text's first budget of bytes (bounded
     work; the time and memory are measured by benchmarks/fuzz.py, not asserted here)."""

@@ -64,6 +64,7 @@ def check(serve, model, pre, version, null_threshold=0.0):
     return predictions
 
 
+@pytest.mark.slow
 def test_exported_span_labeler_answers_as_the_python_path(model, tmp_path):
     pre = BertPreprocessor(tokenizer(), sequence_length=96)  # lends tokenizer and length
     path = export_saved_model(model, tmp_path / "squad", preprocessor=pre, warmup_texts=[])
@@ -90,6 +91,7 @@ def test_exported_span_labeler_answers_as_the_python_path(model, tmp_path):
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_version_2_with_a_threshold_and_a_span_preprocessor(model, tmp_path):
     pre = BertSpanPreprocessor(tokenizer(), 48, 16, max_query_length=16)
     _, details = expected_answers(model, pre, "1.1")

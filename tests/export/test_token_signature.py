@@ -34,6 +34,7 @@ def exported(tmp_path_factory):
     return model, path
 
 
+@pytest.mark.slow
 def test_serving_default_returns_the_reference_entities(exported):
     model, path = exported
     expected = window_entities(model, tokenizer(), TEXTS, list(CONLL2003_LABELS), 24,

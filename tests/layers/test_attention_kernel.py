@@ -200,6 +200,7 @@ def jax_runs(tmp_path_factory):
 @pytest.mark.parametrize("name, reference", [
     ("xla", "einsum"), ("xla_training", "einsum"), ("flash", "einsum"),
     ("flash_training", "einsum"), ("flash_dropout", "einsum_dropout")])
+@pytest.mark.slow
 def test_lengths_path_equals_the_einsum_on_real_tokens(jax_runs, name, reference):
     found, kernels = jax_runs
     assert kernels[name] == [name.split("_")[0]] and kernels[reference] == []
@@ -213,6 +214,7 @@ def test_lengths_path_equals_the_einsum_on_real_tokens(jax_runs, name, reference
         np.testing.assert_allclose(ours[key], value, rtol=1e-4, atol=atol, err_msg=key)
 
 
+@pytest.mark.slow
 def test_output_at_positions_through_the_lengths_path(jax_runs):
     """A masked LM's positions index the tokens as given, also where the lengths path moved a
     row's real tokens first (the last row has holes in its padding mask)."""
@@ -221,6 +223,7 @@ def test_output_at_positions_through_the_lengths_path(jax_runs):
     np.testing.assert_allclose(found["xla_at/at"], found["einsum_at/at"], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_lengths_path_in_bfloat16_stays_within_its_precision(jax_runs):
     found, kernels = jax_runs
     assert kernels["xla_bf16"] == ["xla"]
@@ -231,6 +234,7 @@ def test_lengths_path_in_bfloat16_stays_within_its_precision(jax_runs):
         assert np.mean(np.abs(ours - found[f"einsum/{key}"])) < 0.02
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["auto", "xla_causal", "xla_attentions"])
 def test_einsum_where_lengths_cannot_serve(jax_runs, name):
     """A CPU in "auto", a causal mask and returned probabilities all keep the einsum."""

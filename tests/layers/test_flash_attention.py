@@ -91,6 +91,7 @@ def report(printed):
     return json.loads(printed["report"].strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["48/0.0", "48/0.1", "48/0.5", "64/0.0", "64/0.1", "64/0.5"])
 def test_outputs_and_gradients_equal_the_einsum_with_its_dropout(report, case):
     found = report[case]
@@ -99,6 +100,7 @@ def test_outputs_and_gradients_equal_the_einsum_with_its_dropout(report, case):
         assert diff < 2e-5, (case, name, found["diffs"])
 
 
+@pytest.mark.slow
 def test_a_fresh_seed_draws_a_fresh_mask(report):
     assert report["seeds_differ"] > 0.1
 
@@ -121,6 +123,7 @@ SCRIPT_REFUSALS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_shapes_and_settings_it_cannot_run_are_refused_by_name(printed):
     lines = printed["refusals"].strip().splitlines()[-4:]
     assert "head size" in lines[0] and "24" in lines[0]
@@ -145,6 +148,7 @@ SCRIPT_LOWERING = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_the_kernels_lower_to_triton_for_a_cuda_gpu(printed):
     """Without a GPU, the Pallas-to-Triton lowering still runs: every operation the kernels
     use (the hash's uint32 arithmetic, scalar loads, transposed dots) has a Triton form."""
@@ -171,6 +175,7 @@ SCRIPT_TILES = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_tile_sizes_are_read_when_a_step_is_traced(printed):
     """`benchmarks.gpu_attention --tiles` sets the two constants between models: each new
     step's trace must take them (grid: batch, heads, query tiles; backward: key tiles)."""

@@ -10,6 +10,7 @@ from kbert import BertBackbone, BertConfig
 from tests.conftest import make_inputs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset, approx", [("base", 110e6), ("large", 335e6)])
 def test_parameter_counts_match_hugging_face(preset, approx):
     cfg = BertConfig.preset(preset)

@@ -23,6 +23,7 @@ def _largest_step(model, x, y):
     return max(np.abs(np.array(w) - b).max() for w, b in zip(model.trainable_weights, before))
 
 
+@pytest.mark.slow
 def test_classifier_compile_steps_at_the_fine_tuning_rate(tmp_path):
     """Adam's first step moves a weight by lr * |g| / (|g| + eps'): at most the rate, and
     within a hair of it for any weight with a real gradient."""
@@ -39,6 +40,7 @@ def test_classifier_compile_steps_at_the_fine_tuning_rate(tmp_path):
     assert float(loaded.optimizer.learning_rate) == pytest.approx(5e-5)
 
 
+@pytest.mark.slow
 def test_pretrainer_compile_steps_at_the_pre_training_rate():
     keras.utils.set_random_seed(0)
     model = BertPretrainer(BertBackbone(tiny_config()))

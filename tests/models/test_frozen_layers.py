@@ -14,6 +14,7 @@ def _trainable(model):
     return sorted(w.path for w in model.trainable_weights)
 
 
+@pytest.mark.slow
 def test_frozen_layers_survive_save_and_load(tmp_path):
     keras.utils.set_random_seed(0)
     model = BertClassifier(BertBackbone(tiny_config()), num_classes=2)

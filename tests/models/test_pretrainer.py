@@ -21,6 +21,7 @@ def _batch(config, batch=8, seq_len=12, predictions=3, seed=0):
     return x, y, {"mlm": weights, "nsp": np.ones(batch, "float32")}
 
 
+@pytest.mark.slow
 def test_fit_learns_and_reports_bert_metrics(tiny_config):
     model = BertPretrainer(BertBackbone(tiny_config))
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
@@ -53,6 +54,7 @@ def test_mlm_logits_at_masked_positions_use_the_tied_embeddings(tiny_config):
     assert len(embedding_vars) == 1
 
 
+@pytest.mark.slow
 def test_no_nsp_ablation(tiny_config):
     model = BertPretrainer(BertBackbone(tiny_config), use_nsp=False)
     x, y, w = _batch(tiny_config)
@@ -82,6 +84,7 @@ def _full_sequence_pretrainer(model):
         "nsp": model.nsp_head(encoded["pooled_output"])})
 
 
+@pytest.mark.slow
 def test_the_last_block_runs_at_cls_and_the_masked_positions_only(tiny_config):
     """Under XLA the FFN's first projection runs over every token in each block but the last,
     and there over `[CLS]` and the masked positions: what the loss reads (the rest of the last

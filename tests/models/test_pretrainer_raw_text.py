@@ -34,6 +34,7 @@ def _model(tokenizer, use_nsp=False, seed=0):
     return BertPretrainer(BertBackbone(config), use_nsp=use_nsp, preprocessor=pre)
 
 
+@pytest.mark.slow
 def test_fit_on_raw_strings_lowers_the_mlm_loss(tokenizer, texts, tmp_path):
     model = _model(tokenizer)
     model.compile(optimizer=keras.optimizers.Adam(5e-3))
@@ -58,6 +59,7 @@ def test_fit_on_raw_strings_lowers_the_mlm_loss(tokenizer, texts, tmp_path):
     assert reloaded["loss"] == pytest.approx(after["loss"], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_nsp_needs_labels_and_pairs(tokenizer, texts):
     model = _model(tokenizer, use_nsp=True)
     model.compile()

@@ -25,6 +25,7 @@ def model_of(cls):
     return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [BertClassifier, BertFeatureClassifier])
 def test_fit_records_the_form_it_trained_on_and_the_model_keeps_it(cls, tmp_path):
     model = model_of(cls)

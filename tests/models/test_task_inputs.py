@@ -11,6 +11,9 @@ import pytest
 from kbert.config import BertConfig
 from tests.test_bad_inputs import SMALL
 
+XLA = pytest.param(True, marks=pytest.mark.slow)
+"""jit_compile=True: the same checks, which run before the model, compiled (full suite only)."""
+
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)]
 
 
@@ -66,7 +69,7 @@ def packed(rows=2, length=8):
     ("long", "token_ids rows hold 17 tokens, more than the model's 16 positions"),
     ("shape", r"padding_mask has shape \(2, 7\), token_ids \(2, 8\)"),
 ])
-@pytest.mark.parametrize("jit_compile", [True, False])
+@pytest.mark.parametrize("jit_compile", [XLA, False])
 def test_packed_inputs_beyond_the_backbone_are_refused_by_name(change, message, jit_compile):
     """Under XLA the embedding lookup clamps an id beyond its table and answers; kbert's
     default picks XLA for inputs of one length, so the check must come before the model."""
@@ -109,7 +112,7 @@ def test_masked_positions_must_lie_in_the_row():
     ([0.5, 1.0], r"got 0.5 at \(0,\)"),
     (["a", "b"], "Labels must be class ids, got dtype <U1"),
 ])
-@pytest.mark.parametrize("jit_compile", [True, False])
+@pytest.mark.parametrize("jit_compile", [XLA, False])
 def test_class_labels_outside_the_head_are_refused_by_name(labels, message, jit_compile):
     """Under XLA a label past the logits makes the loss NaN, and the step writes NaN weights."""
     import kbert
@@ -140,6 +143,7 @@ def test_multiple_choice_labels_index_the_choices():
     model.fit(x, np.array([0, 2]), verbose=0)
 
 
+@pytest.mark.slow
 def test_token_labels_must_be_tag_ids():
     import kbert
 
@@ -169,7 +173,7 @@ def _dataset(x, *rest):
     ({"segment_ids": -1}, r"segment_ids must be in \[0, 2\) .*; got a smaller value"),
     ({"padding_mask": 3}, "padding_mask must be 0 or 1; got a larger value"),
 ])
-@pytest.mark.parametrize("jit_compile", [True, False])
+@pytest.mark.parametrize("jit_compile", [XLA, False])
 def test_datasets_of_packed_inputs_are_checked_batch_by_batch(change, message, jit_compile):
     """A tf.data dataset is read as the model runs: each batch is checked on its way in."""
     import tensorflow as tf
@@ -193,7 +197,8 @@ def test_datasets_of_packed_inputs_are_checked_batch_by_batch(change, message, j
         model.backbone.predict(_dataset(x), verbose=0)
 
 
-@pytest.mark.parametrize("jit_compile", [True, False])
+@pytest.mark.slow
+@pytest.mark.parametrize("jit_compile", [XLA, False])
 def test_dataset_labels_are_checked_against_the_head(jit_compile):
     import tensorflow as tf
 
@@ -226,6 +231,7 @@ def test_dataset_labels_are_checked_against_the_head(jit_compile):
         tagger.fit(_dataset(packed(rows=4), tags.astype("float32")), verbose=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("raw", [False, True])
 def test_dataset_targets_must_be_finite_numbers(raw):
     """A NaN target trains on: loss NaN and every weight NaN after one step, no error. Labels
@@ -249,6 +255,7 @@ def test_dataset_targets_must_be_finite_numbers(raw):
     assert all(np.isfinite(w).all() for w in model.get_weights())
 
 
+@pytest.mark.slow
 def test_sample_weights_must_be_finite_numbers():
     """A NaN sample weight, like a NaN target, made the loss NaN and every weight NaN after one
     step, without an error: in arrays, raw text and datasets alike."""
@@ -276,6 +283,7 @@ def test_sample_weights_must_be_finite_numbers():
     assert all(np.isfinite(w).all() for w in model.get_weights())
 
 
+@pytest.mark.slow
 def test_a_raw_text_dataset_checks_its_class_ids():
     import tensorflow as tf
 
@@ -305,7 +313,8 @@ def test_a_pretraining_dataset_checks_its_masked_positions():
         model.predict(_dataset(x), verbose=0)
 
 
-@pytest.mark.parametrize("jit_compile", [True, False])
+@pytest.mark.slow
+@pytest.mark.parametrize("jit_compile", [XLA, False])
 def test_span_targets_must_be_positions_in_the_row(jit_compile):
     """A start or end past the row is a label past the logits: NaN weights under XLA."""
     import tensorflow as tf
@@ -327,6 +336,7 @@ def test_span_targets_must_be_positions_in_the_row(jit_compile):
     assert all(np.isfinite(w).all() for w in model.get_weights())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["arrays", "dataset", "generator"])
 def test_tuple_span_labels_are_start_then_end_as_declared(source):
     """Keras pairs a tuple of labels with the outputs sorted by name (end_logits first), which
@@ -384,7 +394,8 @@ def test_tuple_span_labels_are_start_then_end_as_declared(source):
         model.fit(x, (start, end, end), verbose=0)
 
 
-@pytest.mark.parametrize("jit_compile", [True, False])
+@pytest.mark.slow
+@pytest.mark.parametrize("jit_compile", [XLA, False])
 def test_pretraining_targets_must_be_vocabulary_ids_and_nsp_labels(jit_compile):
     import tensorflow as tf
 
@@ -462,6 +473,7 @@ def test_answer_spans_count_characters_and_allow_an_empty_batch():
     assert inputs["token_ids"].shape == (0, 16) and labels["start_logits"].shape == (0,)
 
 
+@pytest.mark.slow
 def test_a_span_models_raw_text_takes_one_weight_a_question():
     """Each question's weight goes to all its windows, for the start and the end alike: with
     SGD one step is linear in the weights (the loss divides by the windows, weighed or not), so
@@ -525,6 +537,7 @@ def test_raw_inputs_that_disagree_on_their_examples_are_refused_by_name():
         clf.predict([1, 2], verbose=0)
 
 
+@pytest.mark.slow
 def test_ragged_choices_and_non_finite_targets_are_refused_by_name():
     """numpy's "setting an array element with a sequence" (or Keras' shape error, for as many
     choices a question but not the model's) named no question; a NaN regression target trained
@@ -556,6 +569,7 @@ def test_ragged_choices_and_non_finite_targets_are_refused_by_name():
     assert np.isfinite(regression.fit(packed(), np.array([0.5, 1.0]), verbose=0).history["loss"][0])
 
 
+@pytest.mark.slow
 def test_choice_counts_are_checked_in_arrays_tensors_ragged_tensors_and_datasets():
     """Only Python lists were counted: another number of choices in an array, a tensor or a
     dataset's batches failed with Keras' "Input 0 with name 'padding_mask' ... expected
@@ -615,6 +629,7 @@ def test_missing_text_is_refused_by_position():
     assert clf.predict(["w1", "w2 w3"], verbose=0).shape == (2, 2)
 
 
+@pytest.mark.slow
 def test_a_list_of_pairs_is_refused_rather_than_read_as_the_two_segments():
     """Hugging Face's tokenizer takes a list of (a, b) pairs; here a list of two of them was
     read as segments A and B, pairing each first text with the other pair's first text."""
@@ -637,6 +652,7 @@ def test_a_list_of_pairs_is_refused_rather_than_read_as_the_two_segments():
     assert clf.predict((["w1", "w3"], ["w2", "w4"]), verbose=0).shape == (2, 2)
 
 
+@pytest.mark.slow
 def test_a_dataset_of_single_raw_examples_is_refused_by_name():
     """An unbatched dataset of raw text failed in the model with a shape error, and its trace
     relaxed the packing's function to any rank: a batched dataset then failed too. One of
@@ -663,6 +679,7 @@ def test_a_dataset_of_single_raw_examples_is_refused_by_name():
     assert np.isfinite(clf.fit(rows.batch(2), verbose=0).history["loss"][0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["generator", "PyDataset"])
 def test_streamed_batches_of_packed_inputs_are_checked_and_text_named(kind):
     """Keras reads generators and PyDatasets itself: with a preprocessor on the model they were
@@ -704,6 +721,7 @@ def test_streamed_batches_of_packed_inputs_are_checked_and_text_named(kind):
         model.fit(stream((texts, good[1])), verbose=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["train_on_batch", "test_on_batch", "predict_on_batch"])
 def test_the_on_batch_methods_name_text_they_cannot_take(method):
     """As keras-hub's, they take packed ids; Keras' own error counted "4 input tensors"."""

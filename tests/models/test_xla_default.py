@@ -49,6 +49,7 @@ def _lengths(model):
     return [int(tf.nest.flatten(x)[0].shape[1]) for x in model._text_dataset(TEXTS, batch_size=1)]
 
 
+@pytest.mark.slow
 def test_xla_for_fixed_lengths_trimmed_path_for_raw_text(classifier, monkeypatch):
     monkeypatch.setattr(xla, "XLA_PAYS_AFTER", {"train": 0, "predict": 0})  # any call pays
     classifier.compile(optimizer="adam")
@@ -104,6 +105,7 @@ def test_the_break_even_is_steps_times_encoder_parameters():
     assert pays_off("train", None, tiny)  # a dataset of unknown length runs long
 
 
+@pytest.mark.slow
 def test_a_call_too_short_to_pay_runs_without_xla(classifier, monkeypatch):
     classifier.compile(optimizer="adam")
     ids = np.full((4, 48), 5, "int32")

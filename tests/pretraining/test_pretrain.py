@@ -35,6 +35,7 @@ def event_scalars(folder):
     return out
 
 
+@pytest.mark.slow
 def test_pretrain_metrics_and_tensorboard(tmp_path, corpus_file):
     from kbert.training.pretrain import pretrain
 
@@ -66,6 +67,7 @@ def test_pretrain_metrics_and_tensorboard(tmp_path, corpus_file):
     assert list((out / "logs/train/plugins/profile").glob("*/*.xplane.pb"))
 
 
+@pytest.mark.slow
 def test_optimizers_and_options(tmp_path, corpus_file):
     """LAMB, polynomial decay, gradient accumulation, bf16, whole-word masking, no NSP."""
     from kbert.training.pretrain import pretrain
@@ -85,6 +87,7 @@ def test_optimizers_and_options(tmp_path, corpus_file):
         assert lr[step] == pytest.approx(1e-4 * (1 - (step - 1) / 3) ** 2, abs=1e-10), step
 
 
+@pytest.mark.slow
 def test_left_to_right_pretraining_learns_next_tokens_and_saves_a_decoder(tmp_path,
                                                                          corpus_file):
     """The paper's LTR ablation: a causal model trained on next tokens. Its held-out accuracy

@@ -46,6 +46,7 @@ def test_derived_settings():
     assert PretrainConfig("out", steps=3, causal=True, nsp=False).predictions == 127
 
 
+@pytest.mark.slow
 def test_a_config_object_runs_the_same_training_as_keywords(tmp_path, corpus_file):
     from kbert.training.pretrain import pretrain
 

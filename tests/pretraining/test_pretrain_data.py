@@ -31,6 +31,7 @@ def test_a_small_corpus_fills_the_shuffle_buffer_with_one_pass(corpus_file, toke
     assert data.train_examples <= len(drawn) <= data.train_examples + 64  # + tf.data's read-ahead
 
 
+@pytest.mark.slow
 def test_held_out_pairs_fewer_than_a_batch_are_all_scored(tokenizer, tmp_path):
     """A small corpus's held-out documents may make fewer pairs than a batch: they are scored
     in one smaller batch (training batches stay full), not dropped with the run refused."""

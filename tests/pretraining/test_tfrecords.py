@@ -14,6 +14,7 @@ def _documents(corpus_file, n=None):
     return itertools.islice(read_documents(corpus_file), n)
 
 
+@pytest.mark.slow
 def test_parallel_sharded_write_and_read(tmp_path, tokenizer, corpus_file):
     out = tmp_path / "dynamic"
     meta = write_tfrecords(_documents(corpus_file), out, tokenizer.get_vocabulary(),
@@ -41,6 +42,7 @@ def test_parallel_sharded_write_and_read(tmp_path, tokenizer, corpus_file):
     assert again["examples"] == meta["examples"]
 
 
+@pytest.mark.slow
 def test_static_masks_are_fixed(tmp_path, tokenizer, corpus_file):
     out = tmp_path / "static"
     meta = write_tfrecords(_documents(corpus_file, 100), out, tokenizer.get_vocabulary(),
@@ -62,6 +64,7 @@ def test_static_masks_are_fixed(tmp_path, tokenizer, corpus_file):
     assert json.loads((out / "dataset.json").read_text())["dupe_factor"] == 2
 
 
+@pytest.mark.slow
 def test_workers_tokenize_with_the_models_word_limit(tmp_path, tokenizer):
     """A word of 150 letters is [UNK] under Hugging Face's 100-character limit and pieces under
     Google's 200: the shards must follow the limit they are given, as the model's tokenizer."""

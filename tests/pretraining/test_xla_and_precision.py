@@ -10,6 +10,7 @@ RUN = dict(steps=6, batch_size=8, sequence_length=32, learning_rate=1e-3, warmup
            checkpoint_every=6, eval_examples=32, verbose=0, save_model=False)
 
 
+@pytest.mark.slow
 def test_pretrain_with_xla(tmp_path, corpus_file):
     from kbert.training.pretrain import pretrain
 
@@ -20,6 +21,7 @@ def test_pretrain_with_xla(tmp_path, corpus_file):
     assert result["mlm_loss"] < result["start"]["mlm_loss"]
 
 
+@pytest.mark.slow
 def test_pretrain_with_float16_loss_scaling(tmp_path, corpus_file):
     from kbert.training.pretrain import pretrain
 
@@ -45,6 +47,7 @@ def batch(seed=0, size=8, length=32, predictions=5):
     return x, y, w
 
 
+@pytest.mark.slow
 def test_xla_matches_uncompiled():
     """Same weights: the same logits within 1e-5 (measured ~2e-7), and after two AdamW steps
     the same weights within 1e-5 (measured ~4e-7; the steps move weights by 1.5e-3)."""

@@ -34,6 +34,7 @@ def _real(values, mask):
     return values[mask.astype(bool)]
 
 
+@pytest.mark.slow
 def test_conll_logits_and_validation_rows_in_length_order(minilm):
     spec = ConllTask()
     model = spec.build(*minilm, 128)
@@ -55,6 +56,7 @@ def test_conll_logits_and_validation_rows_in_length_order(minilm):
     assert sum(np.size(x["token_ids"]) for x, _, _ in batches) < in_order
 
 
+@pytest.mark.slow
 def test_squad_logits_in_length_order(minilm):
     spec = SquadTask(doc_stride=64)
     model = spec.build(*minilm, 192)

@@ -56,6 +56,7 @@ def test_span_logits_are_the_heads_columns_in_every_call(tiny_config, tmp_path):
                                    atol=1e-5)
 
 
+@pytest.mark.slow
 def test_span_loss_and_gradients_equal_transformers_over_real_positions(minilm_dir):
     """`compile()`'s default span loss (the mean of the start and end cross-entropies) and its
     gradients are those of transformers' `BertForQuestionAnswering` on the same MiniLM weights
@@ -120,6 +121,7 @@ def test_span_loss_and_gradients_equal_transformers_over_real_positions(minilm_d
         float(hf(**full).loss), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_span_labeler_round_trip_and_fit(tmp_path):
     tok = tokenizer()
     model = BertSpanLabeler(BertBackbone(tiny_config()))
@@ -185,6 +187,7 @@ def test_token_classifier_round_trip(tmp_path):
         BertTokenClassifier(BertBackbone(tiny_config()), num_classes=3, label_names=LABELS)
 
 
+@pytest.mark.slow
 def test_feature_based_tagger_trains_only_the_bilstm_and_head(tmp_path):
     tok = tokenizer()
     backbone = BertBackbone(tiny_config())
@@ -206,6 +209,7 @@ def test_feature_based_tagger_trains_only_the_bilstm_and_head(tmp_path):
     np.testing.assert_allclose(loaded(x), model(x), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_span_fine_tuning_steps_equal_transformers_and_torch_adamw(minilm_dir):
     """Six steps of kbert's SQuAD fine-tuning (the span loss, `make_optimizer`: AdamW, warmup
     and decay, decay exclusions, global-norm clipping) give the losses of transformers'

@@ -60,6 +60,7 @@ def _assert_equal_features(got, expected, examples, what):
 @pytest.mark.parametrize("sequence_length, doc_stride, windows", [
     (128, 64, (1570, 447, 2682, 886)), (192, 64, (1123, 214, 1796, 451)),
     (384, 128, (820, 20, 1032, 32))])
+@pytest.mark.slow
 def test_windows_equal_squad_features(tokenizer, squad, sequence_length, doc_stride, windows):
     pre = BertSpanPreprocessor(tokenizer, sequence_length, doc_stride)
     run = pre.windows  # eager here (tracing costs ~6 s); graph mode: test_graph_modes_and_config
@@ -158,6 +159,7 @@ def test_decoding_with_logits_cut_to_the_longest_row(tokenizer, squad):
     _assert_equal_answers(got, predictions, details, examples, "cut")
 
 
+@pytest.mark.slow
 def test_graph_modes_and_config(tokenizer, squad):
     examples = squad["train"][:200]
     pre = BertSpanPreprocessor(tokenizer, 160, 48, max_query_length=24, name="spans")

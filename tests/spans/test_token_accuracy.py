@@ -22,6 +22,7 @@ SENTENCES = [TaggedSentence("Peter Smith visited Paris .".split(),
                             ["B-PER", "O", "O", "O", "B-LOC"])]
 
 
+@pytest.mark.slow
 def test_accuracy_counts_every_weighted_token_once():
     keras.utils.set_random_seed(0)
     model = BertTokenClassifier(BertBackbone(tiny_config()), label_names=LABELS,

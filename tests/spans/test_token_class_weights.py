@@ -48,6 +48,7 @@ def _expected_loss(model, features, token_weights=None):
     return (nll * weights).sum() / weights.sum()
 
 
+@pytest.mark.slow
 def test_class_weight_weighs_each_token_by_its_tag():
     features = conll_features(SENTENCES, tokenizer(), sequence_length=16, label_names=LABELS)
     inputs = {k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")}
@@ -73,6 +74,7 @@ def test_class_weight_weighs_each_token_by_its_tag():
     assert history["loss"][0] == pytest.approx(every, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_class_weight_on_raw_words_and_bad_class_weights():
     features = conll_features(SENTENCES, tokenizer(), sequence_length=16, label_names=LABELS)
     model = _model(BertTokenPreprocessor(tokenizer(), sequence_length=16))

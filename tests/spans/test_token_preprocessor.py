@@ -42,6 +42,7 @@ def _words_and_labels(sentences):
 # Sentences with words cut off: none of the 3,453 test sentences at 128 loses a word but one
 # (10 words); at 24, 903 test sentences lose 10,037 words, and 898 of the first 3,000 training
 # sentences lose 9,654 words (none at 128).
+@pytest.mark.slow
 @pytest.mark.parametrize("sequence_length, truncated", [(128, (1, 0)), (24, (903, 898))])
 def test_features_equal_conll_features(tokenizer, conll, sequence_length, truncated):
     pre = BertTokenPreprocessor(tokenizer, sequence_length)
@@ -100,6 +101,7 @@ class _TableModel:
     ["B-PER", "I-PER", "E-PER", "S-PER", "O", "S-LOC"],  # IOBES, "O" not first
     ["O", "I-ORG", "I-PER", "B-ORG", "X", "I", "B-", ".x"],  # IOB1-ish and malformed tags
 ])
+@pytest.mark.slow
 def test_entities_equal_tag_entities(tokenizer, conll, label_names):
     sequence_length = 24  # long sentences lose words: those are "O"
     texts = [" ".join(s.words) for s in conll["test"][:400]] + TRICKY
@@ -196,6 +198,7 @@ def test_python_lists_are_accepted(tokenizer):
     assert labels.numpy()[0, 1] == 1 and labels.numpy()[1, 1] == 5
 
 
+@pytest.mark.slow
 def test_token_classifier_fits_and_predicts_on_words_and_raw_text(conll):
     import keras
 
@@ -237,6 +240,7 @@ def test_token_classifier_fits_and_predicts_on_words_and_raw_text(conll):
         pre.dataset(words, sample_weight=weight)
 
 
+@pytest.mark.slow
 def test_keras_hubs_dataset_map_trains_a_tagger_as_fit_on_words(conll):
     """keras-hub's habit: `dataset.map(model.preprocessor)` on `(words, labels, weight)` gives
     the batches `fit` takes; the steps equal `fit` on the words, which cuts each batch to its
@@ -272,6 +276,7 @@ def test_keras_hubs_dataset_map_trains_a_tagger_as_fit_on_words(conll):
         models[0].preprocessor(words, sample_weight=weight)
 
 
+@pytest.mark.slow
 def test_a_tagger_fits_after_it_predicts(conll):
     """The packing traced for words alone, then for words and labels: with one `tf.function`
     taking both, TensorFlow's retracing crashed (IndexError in most_specific_common_subtype)."""
@@ -291,6 +296,7 @@ def test_a_tagger_fits_after_it_predicts(conll):
 
 @pytest.mark.parametrize("sequence_length, doc_stride, count", [(24, None, 120), (24, 5, 60),
                                                                  (128, None, 0)])
+@pytest.mark.slow
 def test_windows_equal_run_squad_windows(tokenizer, conll, sequence_length, doc_stride, count):
     """Real sentences, cut into run_squad.py's windows (`reference_tagging_windows`): at 24 most
     need several, at 128 the one test sentence longer than a row (with the first 10)."""

@@ -123,6 +123,7 @@ def test_a_tagger_is_scored_by_its_own_tag_order(hf_model):
     assert metrics["f1"] == pytest.approx(f1_score(gold, predicted))
 
 
+@pytest.mark.slow
 def test_a_question_answerer_answers_as_squad2_when_asked(hf_model):
     """Without --task a checkpoint's span model answers as SQuAD v1.1 (always a span); with
     task squad2, Google's run_squad.py rule: no answer ("") exactly where the null score beats
@@ -146,6 +147,7 @@ def test_a_question_answerer_answers_as_squad2_when_asked(hf_model):
         assert new["answer"] == ("" if none else old["answer"])
 
 
+@pytest.mark.slow
 def test_a_question_answerer_is_scored_on_squad_as_it_answers(hf_model, tmp_path):
     """`kbert evaluate CHECKPOINT --task squad` writes predictions.json in the official scripts'
     form ({question id: answer}), the answers `kbert predict` gives, and scores them with
@@ -169,6 +171,7 @@ def test_a_question_answerer_is_scored_on_squad_as_it_answers(hf_model, tmp_path
     assert metrics["f1"] == pytest.approx(expected["f1"])
 
 
+@pytest.mark.slow
 def test_a_checkpoint_is_scored_only_on_a_task_its_head_fits(hf_model, capsys):
     from kbert.cli import main
 
@@ -249,6 +252,7 @@ def test_fine_tuning_goes_on_from_a_checkpoints_head(hf_model, tmp_path):
                                probabilities[:, ::-1], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_tagger_fine_tunes_on_from_its_head_in_the_tasks_tag_order(hf_model, tmp_path):
     from seqeval.metrics import f1_score
 

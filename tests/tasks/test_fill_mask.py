@@ -130,6 +130,7 @@ def test_preprocessor_packs_as_transformers_tokenizer(masked_lm_dir, minilm_dir)
         preprocessor(tf.constant([["a [MASK]", "b [MASK]"]]))
 
 
+@pytest.mark.slow
 def test_a_google_checkpoint_of_the_same_weights_fills_alike(masked_lm_dir, tmp_path):
     """The masked LM written in Google's TF1 layout (cls/predictions/*, as its release holds)
     opens with its head and answers as the Hugging Face directory it came from."""
@@ -142,6 +143,7 @@ def test_a_google_checkpoint_of_the_same_weights_fills_alike(masked_lm_dir, tmp_
         assert_same_answer(google, ours)
 
 
+@pytest.mark.slow
 def test_commands_that_do_not_apply_to_a_masked_lm_say_so(masked_lm_dir, tmp_path, capsys):
     """Nothing to score, no classifier to serve, no threshold: one line each, status 2."""
     from kbert.cli import main
@@ -163,6 +165,7 @@ def test_commands_that_do_not_apply_to_a_masked_lm_say_so(masked_lm_dir, tmp_pat
     assert not (tmp_path / "no").exists()
 
 
+@pytest.mark.slow
 def test_what_cannot_be_filled_is_refused_by_name(masked_lm_dir, minilm_dir):
     model = open_masked_lm(masked_lm_dir("BertForMaskedLM"))
     with pytest.raises(ValueError, match="No blank \\(\\[MASK\\]\\) to fill in 'No blank.'"):

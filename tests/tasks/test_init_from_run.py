@@ -25,6 +25,7 @@ def source_run(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_a_run_fine_tunes_on_from_another_run_with_its_head(source_run, tmp_path):
     from tests.test_cli_processes import KBERT, run
 
@@ -43,6 +44,7 @@ def test_a_run_fine_tunes_on_from_another_run_with_its_head(source_run, tmp_path
     np.testing.assert_allclose([a["probabilities"] for a in new], probabilities, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_run_gives_its_encoder_and_tokenizer_to_another_task(source_run, tmp_path):
     from kbert.models import BertBackbone
     from kbert.presets import load_backbone_and_tokenizer

@@ -51,6 +51,7 @@ class Crash(keras.callbacks.Callback):
             raise RuntimeError("crash")
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_the_scores_of_the_epochs_before_the_crash(tmp_path, monkeypatch):
     settings = dict(task="sentiment", init="tiny", output_dir=str(tmp_path / "run"), epochs=3,
                     batch_size=8, max_train_examples=16, max_eval_examples=8,

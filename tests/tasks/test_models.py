@@ -32,6 +32,7 @@ def roundtrip(model, tmp_path, x):
     return loaded
 
 
+@pytest.mark.slow
 def test_classifier_is_dense_on_pooled_output(config):
     model = BertClassifier(BertBackbone(config), num_classes=3)
     x = make_inputs(4, 10, config.vocab_size)
@@ -83,6 +84,7 @@ def test_feature_extractor_concatenates_layers_and_stays_frozen(config):
     np.testing.assert_allclose(extractor(x, training=True), features, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_save_and_load_each_model(config, tmp_path):
     x = make_inputs(3, 8, config.vocab_size)
     roundtrip(BertClassifier(BertBackbone(config), num_classes=2), tmp_path, x)
@@ -118,6 +120,7 @@ EXAMPLES = [("good film", 1), ("very good movie", 1), ("fine", 1), ("good", 1),
             ("bad film", 0), ("very dull movie", 0), ("dull", 0), ("bad", 0)] * 2
 
 
+@pytest.mark.slow
 def test_short_fit_reduces_loss(one_block):
     model = BertClassifier(BertBackbone(one_block), num_classes=2)
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
@@ -125,6 +128,7 @@ def test_short_fit_reduces_loss(one_block):
     assert losses[-1] < 0.5 * losses[0]
 
 
+@pytest.mark.slow
 def test_multiple_choice_fit_reduces_loss(one_block):
     examples = [(("what is it ?", ("good", "bad", "dull", "fine")), 0),
                 (("what was it ?", ("bad", "dull", "good", "no")), 2),
@@ -135,6 +139,7 @@ def test_multiple_choice_fit_reduces_loss(one_block):
     assert losses[-1] < 0.5 * losses[0]
 
 
+@pytest.mark.slow
 def test_feature_classifier_trains_only_the_head(one_block):
     model = BertFeatureClassifier(BertBackbone(one_block), 2, layers=(-2, -1), lstm_units=16)
     extractor = model.feature_extractor
@@ -146,6 +151,7 @@ def test_feature_classifier_trains_only_the_head(one_block):
         np.testing.assert_array_equal(before, after)
 
 
+@pytest.mark.slow
 def test_loaded_classifier_is_compiled_and_resumes_training_exactly(config, tmp_path):
     """A saved task model comes back compiled, with its optimizer's moments and step count:
     one more step on the loaded copy equals one more step on the original."""
@@ -172,6 +178,7 @@ def test_loaded_classifier_is_compiled_and_resumes_training_exactly(config, tmp_
         np.testing.assert_allclose(theirs.numpy(), ours.numpy(), rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_frozen_backbone_stays_frozen_when_built_again(config, tmp_path):
     """`trainable=False` given to a constructor, as `load_model` gives it, freezes every
     layer, as the `trainable` setter does: Keras' functional constructor set the flag before
@@ -204,6 +211,7 @@ print(json.dumps({"trainable": len(model.trainable_weights),
     assert loaded == {"trainable": 2, "changed": 0}
 
 
+@pytest.mark.slow
 def test_fit_leaves_a_datasets_order_to_the_dataset(one_block, monkeypatch):
     """Keras ignores `shuffle` for a dataset and warns on each `fit`; kbert's default leaves it
     out there and shuffles arrays as Keras does."""

@@ -64,6 +64,7 @@ def test_bucketing_groups_similar_lengths_and_keeps_every_example():
     assert padded - real < 0.5 * (13 * 64 - real)
 
 
+@pytest.mark.slow
 def test_padding_to_a_multiple_keeps_the_tokens_and_caps_at_the_sequence_length():
     examples = [(" ".join(["good"] * n), n) for n in (1, 2, 5, 6, 9, 13)]
     exact = list(make_dataset(examples, preprocessor(15), batch_size=2))

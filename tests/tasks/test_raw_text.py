@@ -34,6 +34,7 @@ def _by_hand(model, x):
     return model.predict(model.preprocessor(x), verbose=0)
 
 
+@pytest.mark.slow
 def test_classifier_fits_and_predicts_raw_strings(backbone, tmp_path):
     model = BertClassifier(backbone, num_classes=2, preprocessor=preprocessor(12))
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
@@ -52,6 +53,7 @@ def test_classifier_fits_and_predicts_raw_strings(backbone, tmp_path):
     np.testing.assert_allclose(loaded.predict(TEXTS, verbose=0), raw, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_pairs_as_a_tuple_of_lists(backbone):
     model = BertClassifier(backbone, num_classes=3, preprocessor=preprocessor(16))
     model.compile(optimizer="adam")
@@ -60,6 +62,7 @@ def test_pairs_as_a_tuple_of_lists(backbone):
                                _by_hand(model, tuple(np.array(p) for p in PAIRS)), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_dataset_of_pairs_nests_them(backbone):
     """A raw dataset's element is (x, y[, weight]) as Keras reads it: pairs are one level
     deeper. Elements (texts_a, texts_b) were texts labelled by texts, refused as "labels must
@@ -82,6 +85,7 @@ def test_a_dataset_of_pairs_nests_them(backbone):
             call(flat, verbose=0)
 
 
+@pytest.mark.slow
 def test_utf8_bytes_read_as_the_same_text(backbone):
     """tf.data's `as_numpy_iterator` gives text as UTF-8 bytes; those with non-ASCII
     characters failed with `UnicodeDecodeError: 'ascii' codec`."""
@@ -94,6 +98,7 @@ def test_utf8_bytes_read_as_the_same_text(backbone):
                                   model.predict(texts, verbose=0))
 
 
+@pytest.mark.slow
 def test_multiple_choice_takes_one_list_of_choices_per_question(backbone, tmp_path):
     model = BertMultipleChoice(backbone, num_choices=3, preprocessor=preprocessor(12))
     model.compile(optimizer="adam")
@@ -111,6 +116,7 @@ def test_multiple_choice_takes_one_list_of_choices_per_question(backbone, tmp_pa
         CHOICES, verbose=0), raw, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_feature_classifier_is_a_task_with_a_preprocessor(backbone, tmp_path):
     model = BertFeatureClassifier(backbone, num_classes=2, layers=(-2, -1), lstm_units=4,
                                   preprocessor=preprocessor(12))
@@ -122,6 +128,7 @@ def test_feature_classifier_is_a_task_with_a_preprocessor(backbone, tmp_path):
                                model.predict(TEXTS, verbose=0), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_packed_inputs_still_pass_through(backbone):
     model = BertClassifier(backbone, num_classes=2, preprocessor=preprocessor(12))
     packed = model.preprocessor(np.array(TEXTS))
@@ -198,6 +205,7 @@ def test_from_pretrained_builds_backbone_preprocessor_and_head(minilm_dir, tmp_p
         BertClassifier.from_pretrained(run, num_classes=3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("x, y", [(TEXTS, LABELS), (PAIRS, [0, 2, 1])])
 def test_validation_split_holds_out_the_last_examples_as_keras_does(backbone, x, y):
     """Keras splits only arrays; raw text becomes a dataset, so kbert cuts it first, where Keras
@@ -227,6 +235,7 @@ def test_no_text_is_a_clear_error(backbone, empty):
             call()
 
 
+@pytest.mark.slow
 def test_what_fit_cannot_do_with_raw_text_is_named(backbone):
     """A raw-text Dataset and validation_split ('_BatchDataset' object is not subscriptable),
     validation texts without labels ("None values not supported"), and a preprocessor whose
@@ -249,6 +258,7 @@ def test_what_fit_cannot_do_with_raw_text_is_named(backbone):
         model.predict(TEXTS, verbose=0)
 
 
+@pytest.mark.slow
 def test_a_span_model_takes_raw_text_without_keras_warnings(backbone):
     """Raw questions become a dataset of windows whose number Keras cannot know beforehand, and
     Keras warned "Your input ran out of data" at its end in every fit, evaluate and predict.
@@ -286,6 +296,7 @@ def test_a_span_model_takes_raw_text_without_keras_warnings(backbone):
                         message.format("['pooler/kernel', 'pooler/bias', 'span_logits/bias']"))
 
 
+@pytest.mark.slow
 def test_span_predictions_on_raw_text_are_one_array_of_windows(backbone):
     """`predict` on raw questions joins its batches' logits: each batch cut to its own longest
     window made them a RaggedTensor once there were several batches (numpy's argmax failed).
@@ -309,6 +320,7 @@ def test_span_predictions_on_raw_text_are_one_array_of_windows(backbone):
         np.testing.assert_allclose(out[key], expected[key], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_span_answers_by_output_name_are_the_tuple(backbone):
     """`{"start_logits": starts, "end_logits": ends}`, the span model's output names (as Keras
     pairs dict targets), trains as `(starts, ends)` does: in `fit` / `evaluate` on raw text and
@@ -337,6 +349,7 @@ def test_span_answers_by_output_name_are_the_tuple(backbone):
     model.fit(tf.data.Dataset.from_tensor_slices((x, by_name)).batch(2), verbose=0)
 
 
+@pytest.mark.slow
 def test_span_losses_by_output_equal_the_packed_windows(backbone):
     """Raw questions' windows are counted once, so Keras knows the dataset's size: over one of
     unknown size it ran one more, empty step, which its per-output loss trackers counted, and
@@ -361,6 +374,7 @@ def test_span_losses_by_output_equal_the_packed_windows(backbone):
     assert raw == pytest.approx(packed, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_text_as_a_column_and_as_a_list_in_any_order(backbone):
     """Strings [n, 1] (`df[["text"]].values`) and then [n] (or the reverse) on one model: the
     traced packing relaxed to an unknown rank and refused both from then on."""

@@ -23,6 +23,7 @@ def _spec(kind, num_classes, text):
     return SentenceTask(Task("t", kind, num_classes, {"train": [(text, 0)], "dev": []}))
 
 
+@pytest.mark.slow
 def test_pairs_and_single_sentences_are_not_mixed(backbone):
     model = BertClassifier(backbone, num_classes=2, preprocessor=preprocessor())
     pair, single = _spec("classification", 2, ("a", "b")), _spec("classification", 2, "a")
@@ -45,6 +46,7 @@ def test_choices_must_number_what_the_model_scores(backbone):
     assert len(answer["probabilities"]) == 3
 
 
+@pytest.mark.slow
 def test_the_spec_a_run_records_answers_like_the_one_that_trained_it(backbone):
     """`kbert predict` builds the spec from run.json (`SentenceTask.from_run`), not the data."""
     model = BertMultipleChoice(backbone, num_choices=3, preprocessor=preprocessor())

@@ -4,6 +4,7 @@ most context, equal to the reference (`tests.spans.reference_tagging_windows`)."
 
 import keras
 import numpy as np
+import pytest
 
 from kbert.config import BertConfig
 from kbert.data.conll import TaggedSentence
@@ -43,6 +44,7 @@ def test_a_long_text_is_tagged_to_its_end_in_windows():
     assert {e["type"] for e in expected[1]} == {"PER", "LOC"}
 
 
+@pytest.mark.slow
 def test_evaluate_scores_every_word_of_long_sentences():
     model, spec = tagger(), get_spec("conll", label_names=LABELS)
     rng = np.random.default_rng(2)

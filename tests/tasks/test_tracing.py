@@ -6,6 +6,7 @@ import functools
 
 import keras
 import numpy as np
+import pytest
 
 from kbert import BertBackbone
 from kbert.models.classifier import BertClassifier
@@ -29,6 +30,7 @@ def _counting(monkeypatch, cls, name):
     return calls
 
 
+@pytest.mark.slow
 def test_fit_evaluate_predict_trace_the_step_and_the_preprocessor_once(tiny_config,
                                                                      monkeypatch):
     backbone = BertBackbone(tiny_config.__class__(**{**tiny_config.to_dict(),

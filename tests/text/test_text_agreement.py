@@ -75,6 +75,7 @@ def test_real_sentences_match_google(casing, real_sentences, uncased_vocab, case
     assert not differ, explain(differ, tok, ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("casing", ["uncased", "cased"])
 def test_random_unicode_matches_google(casing, uncased_vocab, cased_vocab):
     vocab = uncased_vocab if casing == "uncased" else cased_vocab[0]

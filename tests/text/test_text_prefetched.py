@@ -92,6 +92,7 @@ def test_without_autotune_keeps_a_users_own_choice(given, read):
     assert without_autotune(dataset).options().autotune.enabled is read
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given, read", [(None, False), (True, True)])
 def test_a_users_dataset_reaches_keras_without_the_thread_unless_asked(given, read,
                                                                        tiny_config, monkeypatch):

@@ -106,6 +106,7 @@ def test_waterfall_keeps_the_first_segment(tok):
     assert out["token_ids"].numpy().tolist() == [[CLS, A, A, A, A, SEP, B, SEP]]
 
 
+@pytest.mark.slow
 def test_runs_in_tf_data_and_tf_function(tok):
     pre = BertPreprocessor(tok, sequence_length=16)
     ds = tf.data.Dataset.from_tensor_slices((["first a", "second b b"], ["x", "y y"]))
@@ -198,6 +199,7 @@ def test_a_python_list_of_texts_is_a_batch_not_a_pair():
     assert pre(("a great film", "dull"))["segment_ids"].numpy().max() == 1  # a pair
 
 
+@pytest.mark.slow
 def test_dataset_map_packs_text_and_keeps_labels_and_weights(tok):
     """keras-hub's form: `dataset.map(preprocessor)` on (text, label[, weight]) elements gives
     (packed, label[, weight]); the packed part is the preprocessor's packing of the text."""

@@ -96,6 +96,7 @@ def test_detokenize_glues_wordpieces(tok):
     assert tok.detokenize(dense).numpy().tolist() == [b"unaffable people , hello !", b"x"]
 
 
+@pytest.mark.slow
 def test_lowercase_flag(cased_vocab):
     tokens_, _ = cased_vocab
     cased = BertTokenizer(tokens_, lowercase=False)

@@ -2,6 +2,7 @@
 read back equals what is derived, and a damaged file is derived again, never trusted."""
 
 import json
+import pytest
 
 from kbert.text import unicode_tables
 
@@ -22,6 +23,7 @@ def test_tables_read_back_from_disk_equal_the_derived_ones(tmp_path, monkeypatch
     assert json.loads(path.read_text()) == list(derived)
 
 
+@pytest.mark.slow
 def test_the_cached_char_map_is_the_derived_one(tmp_path, monkeypatch):
     monkeypatch.setenv("KBERT_CACHE", str(tmp_path))
     for lowercase in (True, False):
