@@ -19,7 +19,6 @@ import json
 import os
 import pathlib
 import re
-import shutil
 
 MODEL_FILE = "model.keras"
 INFO_FILE = "run.json"
@@ -116,18 +115,6 @@ class RunDirectory:
         return self.path / f"eval_{name}_{split}"
 
     # --- writing ----------------------------------------------------------------------------
-
-    def clear(self):
-        """Removes what a run wrote here (run.json first: no reader takes what is left for a
-        finished run), so that a run trained afresh leaves nothing of the old one: its model,
-        metrics, predictions, TensorBoard logs and `kbert evaluate` scores. Other files stay."""
-        for name in (INFO_FILE, MODEL_FILE, METRICS_FILE, PREDICTIONS_FILE):
-            (self.path / name).unlink(missing_ok=True)
-        shutil.rmtree(self.path / LOGS, ignore_errors=True)
-        for scores in self.path.glob("eval_*"):
-            if scores.is_dir() and not scores.is_symlink() and {
-                    p.name for p in scores.iterdir()} <= {METRICS_FILE, PREDICTIONS_FILE}:
-                shutil.rmtree(scores)
 
     def save(self, model, info, metrics, predictions=None):
         """Writes the model, metrics, predictions and, last, the task info."""
