@@ -76,7 +76,7 @@ def atomic_directory(path, owned_files=(), overwrite=False):
     try:
         yield staging
         os.chmod(staging, 0o755)
-        _replace(staging, path)
+        replace_directory(staging, path)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -97,7 +97,7 @@ def _holds_only(path: pathlib.Path, owned_files) -> bool:
     return all(e in exact or (prefixes and e.startswith(prefixes)) for e in os.listdir(path))
 
 
-def _replace(new: pathlib.Path, target: pathlib.Path) -> None:
+def replace_directory(new: pathlib.Path, target: pathlib.Path) -> None:
     """Renames `new` to `target`. An old `target` is replaced in three renames through an
     aside directory (see the module docstring): at every moment either `target` is whole or
     the aside directory holds the complete new one for `recover` to finish the job."""

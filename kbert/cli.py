@@ -34,7 +34,8 @@ def _pretrain(args) -> int:
     from kbert.training.pretrain import pretrain
 
     metrics = pretrain(
-        args.output, overwrite=args.overwrite, preset=args.preset, init=args.init, corpus=args.corpus, steps=args.steps,
+        args.output, overwrite=args.overwrite, preset=args.preset, init=args.init,
+        corpus=args.corpus, steps=args.steps,
         epochs=args.epochs, batch_size=args.batch_size, sequence_length=args.sequence_length,
         learning_rate=args.learning_rate, optimizer=args.optimizer,
         gradient_accumulation_steps=args.gradient_accumulation_steps,

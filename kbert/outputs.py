@@ -30,7 +30,7 @@ import os
 import pathlib
 import shutil
 
-from kbert.atomic import _replace, check_directory_target, make_staging
+from kbert.atomic import check_directory_target, make_staging, replace_directory
 
 MARKER = ".kbert-output"
 
@@ -79,7 +79,7 @@ def mark(path, kind):
     marker = path / MARKER
     if marker.is_symlink():
         marker.unlink()
-    if kind_of(path) != kind or not marker.is_file():
+    if kind_of(path) != kind:
         marker.write_text(json.dumps({"kind": kind}) + "\n", encoding="utf-8")
 
 
@@ -107,10 +107,9 @@ def check_output(path, kind, overwrite=False, inputs=(), flag="--output", unmark
     """
     path = _absolute(path)
     check_directory_target(path, f"directory for {flag}")
-    if not os.path.lexists(path) or _is_empty_folder(path):
-        check_not_an_input(path, inputs, flag)
-        return "new"
     check_not_an_input(path, inputs, flag)
+    if not os.path.lexists(path) or _is_empty_folder(path):
+        return "new"
     found = kind_of(path, unmarked and (kind, unmarked)) if path.is_dir() else None
     if found == kind:
         if overwrite:
@@ -275,6 +274,35 @@ def stage_path(target) -> pathlib.Path:
     return target.with_name(f".{target.name}.kbert-new")
 
 
+def working_folder(target, kind, status, overwrite, names):
+    """Where a job writes once `check_output` gave `status`: `target` itself, or when
+    `overwrite` replaces an existing folder, its staging (`stage_path`). Links among `names` in
+    `target` (every link in the staging) are removed first (`unlink_links`).
+
+    Args:
+      target: the output folder.
+      kind: the job's output kind.
+      status: what `check_output` returned for `target`.
+      overwrite: whether the job replaces what is there.
+      names: the entries the job writes in its folder.
+
+    Returns:
+      The folder to write in.
+
+    Raises:
+      OutputError: something other than an earlier staging of `kind` is at the staging path.
+    """
+    target = pathlib.Path(target)
+    if status == "new" or not overwrite:
+        unlink_links(target, names)
+        return target
+    staging = stage_path(target)
+    if os.path.lexists(staging) and kind_of(staging) != kind:
+        raise OutputError(f"{staging} is in the way of the new run; move it away.")
+    unlink_links(staging)
+    return staging
+
+
 def swap_in(staging, target, owned):
     """Puts the complete `staging` folder in place of `target`.
 
@@ -294,7 +322,7 @@ def swap_in(staging, target, owned):
                 os.rename(entry, staging / entry.name)
     elif os.path.lexists(target):
         target.unlink()
-    _replace(staging, target)
+    replace_directory(staging, target)
 
 
 def unlink_links(path, names=None):
@@ -319,16 +347,3 @@ def unlink_links(path, names=None):
                 for name in folders + files:
                     if os.path.islink(os.path.join(root, name)):
                         os.unlink(os.path.join(root, name))
-
-
-def remove_folder(path):
-    """Deletes a folder kbert staged, never following a link.
-
-    Args:
-      path: the folder.
-    """
-    path = pathlib.Path(path)
-    if path.is_symlink():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)

@@ -20,6 +20,8 @@ import os
 import pathlib
 import re
 
+from kbert.outputs import write_text
+
 MODEL_FILE = "model.keras"
 INFO_FILE = "run.json"
 METRICS_FILE = "metrics.json"
@@ -32,9 +34,7 @@ class RunError(ValueError):
 
 
 def _write_json(path, value):
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
 def _read_json(path):

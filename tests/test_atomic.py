@@ -33,7 +33,7 @@ def test_replace_only_once_the_new_directory_is_complete(tmp_path):
 
 @pytest.mark.parametrize("moment", ["before_old_moved", "between_renames", "after_new_in"])
 def test_a_kill_during_a_replace_is_finished_by_the_next_write(tmp_path, moment):
-    """The three moments `_replace` can be killed at, with `new/` and `old/` in the aside
+    """The three moments `replace_directory` can be killed at, with `new/` and `old/` in the aside
     directory as the renames leave them."""
     target = tmp_path / "out"
     aside = tmp_path / f".out.{DEAD_PID}-abcd1234.old"

@@ -14,7 +14,6 @@ whole until then, and the user's own files in it stay after.
 
 import dataclasses
 import math
-import os
 import pathlib
 import shutil
 
@@ -83,14 +82,7 @@ def working_folder(output_dir, overwrite, inputs=()):
             f"{output_dir} holds a finished {_task_of(output_dir)} run; pass overwrite=True "
             "to train afresh and replace it (its evaluations and logs too), or choose another "
             "output directory.")
-    if status == "new" or not overwrite:
-        outputs.unlink_links(output_dir, RUN_NAMES)
-        return output_dir
-    staging = outputs.stage_path(output_dir)
-    if os.path.lexists(staging) and outputs.kind_of(staging) != "finetune":
-        raise outputs.OutputError(f"{staging} is in the way of the new run; move it away.")
-    outputs.unlink_links(staging)
-    return staging
+    return outputs.working_folder(output_dir, "finetune", status, overwrite, RUN_NAMES)
 
 
 def owned_by_run(entry):

@@ -35,7 +35,6 @@ one pass over the training documents makes.
 """
 
 import json
-import os
 import pathlib
 import tempfile
 import time
@@ -69,10 +68,7 @@ def pretrain(output_dir=None, config=None, **kwargs):
     config = _as_config(output_dir, config, kwargs)
     target = pathlib.Path(config.output_dir)
     status = outputs.check_output(target, "pretrain", config.overwrite, _inputs(config))
-    work = target if status == "new" or not config.overwrite else outputs.stage_path(target)
-    if work != target and os.path.lexists(work) and outputs.kind_of(work) != "pretrain":
-        raise outputs.OutputError(f"{work} is in the way of the new run; move it away.")
-    outputs.unlink_links(work, OWNED)
+    work = outputs.working_folder(target, "pretrain", status, config.overwrite, OWNED)
     with removed_if_unfinished(work, disposable=("logs", outputs.MARKER)) as output:
         outputs.mark(output, "pretrain")
         result = _pretrain(config, output)
@@ -287,10 +283,7 @@ def save_model(model, tokenizer, output, chief):
 
 
 def _write_json(path, data):
-    path = pathlib.Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
-    os.replace(tmp, path)
+    outputs.write_text(path, json.dumps(data, indent=2, sort_keys=True))
 
 
 def _weights_digest(model):
