@@ -24,7 +24,7 @@ def convert(args) -> int:
     """Reads any supported checkpoint and writes it in another format."""
     from kbert.convert import (is_causal, read_checkpoint, refuse_causal,
                                write_google_checkpoint, write_hf_checkpoint)
-    from kbert.convert.task_heads import hf_label_names
+    from kbert.convert.huggingface import hf_label_names
     from kbert.presets import resolve, resolve_preset
     from kbert.runs import RunDirectory
     from kbert.tasks.pretrained import fine_tuned_model

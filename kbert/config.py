@@ -10,6 +10,9 @@ from kbert.config_checks import (  # noqa: F401  (part of kbert.config's API)
     ACTIVATIONS, INT_FIELDS, LIMITS, MAX_PARAMETERS, POSITIVE_FIELDS, RATE_FIELDS, ConfigError,
     check_fields, check_keras_hub_config, is_int, parameter_count)
 
+INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
+"""The names of the backbone's inputs, and of every preprocessor's packed outputs."""
+
 # Names that Hugging Face and Google write in `hidden_act`, mapped to kbert's two GELU forms.
 # Google's own code only ever had the tanh approximation and called it "gelu"; Hugging Face
 # calls the exact erf form "gelu" and the tanh form "gelu_new" (or "gelu_pytorch_tanh").
@@ -78,7 +81,7 @@ class BertConfig:
         if name not in PRESETS:
             raise ConfigError(f"Unknown size preset {name!r}; choose one of: "
                               f"{', '.join(PRESETS)} (checkpoints and weights presets: "
-                              f"kbert.presets.load_backbone_and_tokenizer).")
+                              f"kbert.models.pretrained.load_backbone_and_tokenizer).")
         return dataclasses.replace(PRESETS[name], **overrides)
 
     def with_rates_from(self, kwargs: dict) -> "BertConfig":

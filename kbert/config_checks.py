@@ -119,3 +119,26 @@ def check_keras_hub_config(values, source: str) -> dict:
     check_fields(fields, names={**_KERAS_HUB_KEYS, "attention_dropout": "dropout"},
                  source=source)
     return fields
+
+def whole_number(name, value, least, what=None):
+    """`value` as an int when it is an integer of at least `least` (numpy's integers too), else
+    ValueError naming `name` (`what`: what it must be, in words)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise ValueError(f"{name} must be {what or f'an integer >= {least}'}, got {value!r}.")
+    return int(value)
+
+
+class RowError(ValueError):
+    """ValueError about row `row` (from 0) of a batch. `template` is the message with
+    "{where}" for the row ("the question of {where} is blank"); `at(where)` words it for a
+    caller that knows the row by another name ("line 7")."""
+
+    def __init__(self, template, row):
+        self.template, self.row = template, int(row)
+        super().__init__(self.at(f"row {self.row}"))
+
+    def at(self, where):
+        return self.template.replace("{where}", where)  # not format: the text may hold braces
+
+    def __reduce__(self):  # a picklable exception takes its constructor's arguments back
+        return type(self), (self.template, self.row)

@@ -12,10 +12,10 @@ A name is one of:
     from-scratch baseline of the same model);
   * a `BertConfig`: that shape, random weights, the uncased BERT vocabulary.
 
-`resolve_preset` turns a name into a `Preset` once; `load_backbone_and_tokenizer` builds the
-pair from it. The registry builds models, tokenizers and fetches files, so it sits above
-models, text, convert and data; below it only the `from_pretrained` entry points import it,
-lazily (see tests/test_layering.py).
+`resolve_preset` turns a name into a `Preset` once. As keras-hub's loaders do, `load_backbone`
+and `load_tokenizer` take the class to build, so this module imports no model or tokenizer
+class: `BertBackbone.from_pretrained` and `BertTokenizer.from_pretrained` call it, and
+`kbert.models.pretrained.load_backbone_and_tokenizer` builds the pair.
 """
 
 import dataclasses
@@ -26,10 +26,8 @@ import pathlib
 from kbert import convert
 from kbert.config import PRESETS, BertConfig
 from kbert.data import sources
-from kbert.models.backbone import BertBackbone
 from kbert.runs import MODEL_FILE, RunDirectory
-from kbert.text.tokenizer import BertTokenizer, casing_from_checkpoint
-from kbert.text.tokenizer_files import vocabulary_file
+from kbert.text.tokenizer_files import casing_from_checkpoint, vocabulary_file
 from kbert.text.tokenizer_files import (MAX_CHARS_PER_WORD, accents_from_checkpoint,
                                         max_chars_from_checkpoint)
 
@@ -90,9 +88,9 @@ def _no_weights(name) -> str:
     if name in PRESETS:
         return (f"{name!r} is a size preset without weights: build it with "
                 f"BertBackbone(BertConfig.preset({name!r})), or with random weights and BERT's "
-                f"vocabulary by kbert.presets.load_backbone_and_tokenizer({name!r}).")
+                f"vocabulary by kbert.models.pretrained.load_backbone_and_tokenizer({name!r}).")
     return (f"{name!r} means random weights; build it with "
-            f"kbert.presets.load_backbone_and_tokenizer({name!r}).")
+            f"kbert.models.pretrained.load_backbone_and_tokenizer({name!r}).")
 
 
 def resolve(path_or_preset) -> pathlib.Path:
@@ -129,7 +127,7 @@ def resolve_preset(name) -> Preset:
     return Preset(name=os.fspath(name), kind=kind, checkpoint=resolve(name), load_weights=True)
 
 
-def load_backbone(name, cls=BertBackbone, allow_pickle=False, require_weights=False, **kwargs):
+def load_backbone(name, cls, allow_pickle=False, require_weights=False, **kwargs):
     """`cls` (a `BertBackbone`) for `name`, built with `kwargs` (dtype, causal, ...), holding
     the checkpoint's weights unless the name means random weights; with `require_weights`
     such a name is an error (`BertBackbone.from_pretrained`). Dropout rates in `kwargs`
@@ -148,7 +146,7 @@ def load_backbone(name, cls=BertBackbone, allow_pickle=False, require_weights=Fa
     return cls(preset.config.with_rates_from(kwargs), **kwargs)
 
 
-def load_tokenizer(name, cls=BertTokenizer, lowercase=None, max_chars_per_word=None, **kwargs):
+def load_tokenizer(name, cls, lowercase=None, max_chars_per_word=None, **kwargs):
     """`cls` (a `BertTokenizer`) on the vocabulary of `name`; casing per
     `casing_from_checkpoint`, accents per `accents_from_checkpoint` and the word-length limit per
     `max_chars_from_checkpoint` unless given. A size preset or a `BertConfig` only borrows a
@@ -170,39 +168,6 @@ def load_tokenizer(name, cls=BertTokenizer, lowercase=None, max_chars_per_word=N
     return cls(vocabulary=preset.vocabulary, lowercase=lowercase,
                max_chars_per_word=max_chars_per_word, **kwargs)
 
-
-def load_backbone_and_tokenizer(name, dtype=None, vocabulary=None, allow_pickle=False,
-                                **backbone_kwargs):
-    """(backbone, tokenizer) for a name (see the module docstring), the backbone computing under
-    the Keras dtype policy `dtype`; `backbone_kwargs` (e.g. `causal=True`) go to its
-    constructor.
-
-    `vocabulary` (a vocab.txt path, a token list, or a `BertTokenizer`) replaces the name's
-    vocabulary for random weights: a size preset takes its `vocab_size` from it; any other
-    name must already have that size. A pretrained checkpoint keeps its own vocabulary.
-    """
-    preset = resolve_preset(name)
-    if vocabulary is None:
-        tokenizer = load_tokenizer(preset)
-    elif preset.load_weights:
-        raise ValueError(f"{preset.name!r} is pretrained with its own vocabulary; a "
-                         f"`vocabulary` goes with random weights only.")
-    else:
-        tokenizer = vocabulary if isinstance(vocabulary, BertTokenizer) else BertTokenizer(
-            vocabulary=vocabulary, lowercase=True)
-        size = tokenizer.vocabulary_size()
-        if preset.kind == "size":
-            preset = dataclasses.replace(preset, size=dataclasses.replace(
-                preset.size, vocab_size=size))
-        elif preset.config.vocab_size != size:
-            raise ValueError(f"{preset.name!r} has vocab_size {preset.config.vocab_size}; the "
-                             f"vocabulary has {size} tokens.")
-    backbone = load_backbone(preset, dtype=dtype, allow_pickle=allow_pickle, **backbone_kwargs)
-    if tokenizer.vocabulary_size() > backbone.config.vocab_size:
-        raise ValueError(f"{preset.name!r}: the vocabulary has {tokenizer.vocabulary_size()} "
-                         f"tokens, more than the model's vocab_size "
-                         f"({backbone.config.vocab_size}).")
-    return backbone, tokenizer
 
 
 def load_pretraining_heads(pretrainer, name, allow_pickle=False):

@@ -13,7 +13,7 @@ allowed range, before the model runs.
 
 import tensorflow as tf
 
-from kbert.models.backbone import INPUT_KEYS
+from kbert.config import INPUT_KEYS
 from kbert.tensorflow_backend import without_autotune
 
 

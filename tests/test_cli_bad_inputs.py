@@ -27,7 +27,7 @@ _DRIVER = """
 import contextlib, io, json, sys
 from kbert import cli
 from kbert.config import BertConfig
-from kbert.presets import load_backbone_and_tokenizer
+from kbert.models.pretrained import load_backbone_and_tokenizer
 from kbert.runs import RunDirectory
 from kbert.tasks import get_spec
 

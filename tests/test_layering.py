@@ -1,7 +1,7 @@
-"""kbert's floors: a module imports only from its own floor or lower ones (DESIGN.md, "Layers of
-the code"). Every kbert module is parsed with `ast`; function-level (lazy) imports count too,
-since a lazy import is still a dependency, only a hidden one. The one exception is the
-documented entry points below, which load what a higher floor describes.
+"""kbert's floors (docs/architecture.md): a module imports only from its own floor or lower ones,
+and no modules import each other in a cycle. Every kbert module is parsed with `ast`;
+function-level (lazy) imports count too, since a lazy import is still a dependency, only a
+hidden one.
 """
 
 import ast
@@ -13,15 +13,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "kbert"
 
 FLOORS = {
     "kbert.config": 0, "kbert.config_checks": 0, "kbert.atomic": 0, "kbert.tensorflow_backend": 0,
-    "kbert.outputs": 0,
-    "kbert.layers": 1, "kbert.optimizers": 1,
-    "kbert.models": 2,
-    "kbert.tensorflow_input_checks": 2,  # the models' input checks for tf.data, outside models/
-    "kbert.tensorflow_class_weights": 2,  # a tagger's class weights for tf.data, likewise
-    "kbert.text": 3, "kbert.convert": 3, "kbert.evaluation": 3, "kbert.viz": 3,
-    "kbert.data": 4,
-    "kbert.presets": 5, "kbert.runs": 5,  # names and run directories → models, tokenizers
-    "kbert.model_files": 5,  # a saved .keras file → the model it holds
+    "kbert.outputs": 0, "kbert.model_files": 0, "kbert.data.sources": 0,
+    "kbert.text.tokenizer_files": 0,  # vocab.txt and casing files, read by convert and presets
+    "kbert.layers": 1, "kbert.optimizers": 1, "kbert.evaluation": 1,
+    "kbert.convert": 1,  # checkpoint formats: the caller names the class to build
+    "kbert.runs": 1,  # run directories
+    "kbert.presets": 2,  # names → checkpoints; builds the class it is given
+    "kbert.text": 3,
+    "kbert.models": 4,
+    "kbert.tensorflow_input_checks": 4,  # the models' input checks for tf.data, outside models/
+    "kbert.tensorflow_class_weights": 4,  # a tagger's class weights for tf.data, likewise
+    "kbert.viz": 5, "kbert.data": 5,
     "kbert.tasks": 6,
     "kbert.training": 7, "kbert.export": 7,
     "kbert.cli": 8, "kbert.cli_config": 8, "kbert.cli_convert": 8, "kbert.cli_messages": 8,
@@ -30,20 +32,6 @@ FLOORS = {
     "kbert": 8,
 }
 """Module (or package) → floor; a module takes the floor of its longest listed prefix."""
-
-ENTRY_POINTS = {
-    ("kbert.models.backbone", "BertBackbone.from_pretrained"): {"kbert.presets"},
-    ("kbert.text.tokenizer", "BertTokenizer.from_pretrained"): {"kbert.presets"},
-    ("kbert.models.task", "BertTask.from_pretrained"): {"kbert.tasks.pretrained"},
-}
-"""(module, Class.method) → the higher modules it may import lazily: `from_pretrained` builds
-from a name of the registry (`kbert.presets`), or for a task from a run directory or a name with
-the preprocessor its class takes (`kbert.tasks.pretrained`)."""
-
-KNOWN_VIOLATIONS = set()
-"""(module, imported module) pairs that break the floors today, reported to their owners; the
-test fails if one of them is fixed without being removed from here."""
-
 
 def floor(module):
     parts = module.split(".")
@@ -105,9 +93,6 @@ def violations():
         for imported, scope, line in _imports(tree, module, path.name == "__init__.py"):
             if floor(imported) <= floor(module):
                 continue
-            allowed = ENTRY_POINTS.get((module, scope), set())
-            if any(imported == a or imported.startswith(a + ".") for a in allowed):
-                continue
             found.add((module, imported, f"{path.relative_to(ROOT.parent)}:{line} "
                        f"({scope or 'module level'}): floor {floor(module)} imports "
                        f"{imported}, floor {floor(imported)}"))
@@ -128,12 +113,57 @@ def _has_floor(module):
 
 
 def test_imports_only_go_down():
-    found = violations()
-    new = sorted(text for module, imported, text in found
-                 if (module, imported) not in KNOWN_VIOLATIONS)
-    assert not new, "imports from a higher floor:\n" + "\n".join(new)
-    fixed = KNOWN_VIOLATIONS - {(module, imported) for module, imported, _ in found}
-    assert not fixed, f"fixed, remove from KNOWN_VIOLATIONS: {sorted(fixed)}"
+    found = sorted(text for _, _, text in violations())
+    assert not found, "imports from a higher floor:\n" + "\n".join(found)
+
+
+def import_graph():
+    """{module: the kbert modules it imports}, each import resolved to the module it names."""
+    paths = {module_name(p): p for p in ROOT.rglob("*.py")}
+
+    def resolve(name):
+        while name not in paths:
+            name = name.rpartition(".")[0]
+        return name
+
+    return {module: {resolve(name) for name, _, _ in _imports(
+        ast.parse(path.read_text(encoding="utf-8")), module, path.name == "__init__.py")}
+        - {module} for module, path in paths.items()}
+
+
+def cycles(graph):
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, found = {}, {}, [], []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles():
+    assert cycles(import_graph()) == []
+
+
+def test_cycles_are_found():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
 
 
 @pytest.mark.parametrize("source, expected", [
@@ -175,3 +205,23 @@ def test_the_tensorflow_check_sees_lazy_and_from_imports():
               "    from tensorflow.python import ops\n    from . import x\n")
     assert _imported_packages(ast.parse(source)) == [
         ("keras", 1), ("tensorflow", 3), ("tensorflow", 4)]
+
+
+def documented_floors():
+    """{module: floor} from the table of docs/architecture.md."""
+    page = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    floors = {}
+    for row in page.splitlines():
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].isdigit():
+            continue
+        for name in cells[1].replace("`", "").split(", "):
+            full = "kbert" if name == "kbert" else f"kbert.{name}"
+            matches = [m for m in FLOORS if m.startswith(full[:-1])] if name.endswith("*") \
+                else [full]
+            floors.update({module: int(cells[0]) for module in matches})
+    return floors
+
+
+def test_the_architecture_page_shows_these_floors():
+    assert documented_floors() == FLOORS

@@ -10,6 +10,8 @@ import safetensors.numpy
 
 from kbert import presets
 from kbert.config import PRESETS, BertConfig
+from kbert.models import BertBackbone
+from kbert.models.pretrained import load_backbone_and_tokenizer
 
 MINILM = "minilm_l6_h384_uncased"
 
@@ -29,7 +31,7 @@ def _word_embeddings(backbone):
 def test_a_weights_preset_and_its_directory_load_the_checkpoint(minilm_dir, minilm_files):
     tensors, vocab = minilm_files
     for name in (MINILM, minilm_dir, str(minilm_dir)):
-        backbone, tokenizer = presets.load_backbone_and_tokenizer(name)
+        backbone, tokenizer = load_backbone_and_tokenizer(name)
         np.testing.assert_array_equal(_word_embeddings(backbone),
                                       tensors["embeddings.word_embeddings.weight"])
         assert tokenizer.get_vocabulary() == vocab and tokenizer.lowercase
@@ -40,7 +42,7 @@ def test_a_weights_preset_and_its_directory_load_the_checkpoint(minilm_dir, mini
 
 def test_a_size_preset_is_that_shape_with_random_weights_and_berts_vocabulary(minilm_files):
     _, vocab = minilm_files
-    backbone, tokenizer = presets.load_backbone_and_tokenizer("mini", dtype="bfloat16")
+    backbone, tokenizer = load_backbone_and_tokenizer("mini", dtype="bfloat16")
     assert backbone.config == BertConfig.preset("mini")
     assert backbone.dtype_policy.name == "bfloat16"
     assert tokenizer.get_vocabulary() == vocab and tokenizer.lowercase
@@ -53,7 +55,7 @@ def test_random_gives_the_checkpoints_shape_and_vocabulary_with_fresh_weights(
         minilm_dir, minilm_files):
     tensors, vocab = minilm_files
     for name in (f"random:{MINILM}", f"random:{minilm_dir}"):
-        backbone, tokenizer = presets.load_backbone_and_tokenizer(name, causal=True)
+        backbone, tokenizer = load_backbone_and_tokenizer(name, causal=True)
         assert backbone.config == presets.resolve_preset(MINILM).config
         assert backbone.causal
         table = _word_embeddings(backbone)
@@ -65,14 +67,14 @@ def test_random_gives_the_checkpoints_shape_and_vocabulary_with_fresh_weights(
 
 def test_a_config_or_a_vocabulary_for_random_weights(tiny_config, minilm_dir):
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(115)]
-    backbone, tokenizer = presets.load_backbone_and_tokenizer(tiny_config, vocabulary=tokens)
+    backbone, tokenizer = load_backbone_and_tokenizer(tiny_config, vocabulary=tokens)
     assert backbone.config == tiny_config and tokenizer.vocabulary_size() == 120
-    backbone, _ = presets.load_backbone_and_tokenizer("tiny", vocabulary=tokens)
+    backbone, _ = load_backbone_and_tokenizer("tiny", vocabulary=tokens)
     assert backbone.config == BertConfig.preset("tiny", vocab_size=120)
     with pytest.raises(ValueError, match="vocab_size 30522; the vocabulary has 120"):
-        presets.load_backbone_and_tokenizer(f"random:{MINILM}", vocabulary=tokens)
+        load_backbone_and_tokenizer(f"random:{MINILM}", vocabulary=tokens)
     with pytest.raises(ValueError, match="its own vocabulary"):
-        presets.load_backbone_and_tokenizer(MINILM, vocabulary=tokens)
+        load_backbone_and_tokenizer(MINILM, vocabulary=tokens)
 
 
 def test_a_google_checkpoint_resolves_from_its_directory_or_prefix(minilm_dir, tmp_path):
@@ -83,7 +85,7 @@ def test_a_google_checkpoint_resolves_from_its_directory_or_prefix(minilm_dir, t
     for name in (tmp_path / "g", tmp_path / "g" / "bert_model.ckpt"):
         preset = presets.resolve_preset(name)
         assert preset.config == config and preset.vocabulary == tmp_path / "g" / "vocab.txt"
-    backbone = presets.load_backbone(tmp_path / "g" / "bert_model.ckpt")
+    backbone = presets.load_backbone(tmp_path / "g" / "bert_model.ckpt", BertBackbone)
     np.testing.assert_array_equal(_word_embeddings(backbone),
                                   weights["embeddings.word_embeddings.weight"])
 
@@ -95,12 +97,12 @@ def test_a_folder_with_only_a_vocabulary_serves_a_tokenizer(minilm_dir, tmp_path
     (tmp_path / "tokenizer_config.json").write_text('{"do_lower_case": false}')
     assert kbert.BertTokenizer.from_pretrained(tmp_path).lowercase is False
     with pytest.raises(Exception, match="no checkpoint recognised"):
-        presets.load_backbone_and_tokenizer(tmp_path)
+        load_backbone_and_tokenizer(tmp_path)
 
 
 def test_unknown_names_list_every_preset():
     with pytest.raises(FileNotFoundError) as error:
-        presets.load_backbone_and_tokenizer("bert_huge")
+        load_backbone_and_tokenizer("bert_huge")
     for name in [*PRESETS, *presets.WEIGHT_PRESETS, "random:"]:
         assert name in str(error.value)
     with pytest.raises(TypeError, match="a string, a path or a BertConfig"):

@@ -155,14 +155,14 @@ def test_hf_side_squad_windows_equal_kbert_windows(minilm_dir):
     transformers = pytest.importorskip("transformers")
     sys.path.insert(0, str(ROOT))
     from benchmarks.quality_squad_hf import add_targets, max_context, windows
-    from kbert.presets import load_tokenizer
+    from kbert import BertTokenizer
     from kbert.tasks import get_spec, subset
     from kbert.text import BertSpanPreprocessor
 
     spec = get_spec("squad")
     examples = subset(spec.splits()["train"], 60, 0)
     model = types.SimpleNamespace(preprocessor=BertSpanPreprocessor(
-        load_tokenizer(str(minilm_dir)), 96, 32, 64))
+        BertTokenizer.from_pretrained(str(minilm_dir)), 96, 32, 64))
     ours = spec.windows(model, examples, with_answers=True)
     hf = windows(transformers.AutoTokenizer.from_pretrained(minilm_dir), examples, 96, 32, 64)
     assert len(hf) == len(ours["token_ids"]) > len(examples)

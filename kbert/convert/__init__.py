@@ -10,9 +10,9 @@ import pathlib
 import tempfile
 
 from kbert.convert.google import read_google_checkpoint, write_google_checkpoint
-from kbert.convert.huggingface import read_hf_checkpoint, write_hf_checkpoint
+from kbert.convert.huggingface import is_decoder, read_hf_checkpoint, write_hf_checkpoint
 from kbert.convert.mapping import get_backbone_weights, set_backbone_weights, set_head_weights
-from kbert.convert.task_heads import google_task_head, is_decoder, task_head
+from kbert.convert.task_heads import google_task_head, task_head
 from kbert.convert.weights import MLM_HEAD, NSP_HEAD, CheckpointError
 
 HEAD_NAMES = {MLM_HEAD: "masked LM", NSP_HEAD: "next sentence"}

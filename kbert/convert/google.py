@@ -12,10 +12,9 @@ next-sentence head's `cls/seq_relationship/output_weights` is [2, H], not transp
 checkpoints saved during training, are skipped when reading; a directory of such checkpoints
 (`model.ckpt-N` and a `checkpoint` file, as run_classifier.py writes) is read at its latest.
 
-The heads Google's fine-tuning scripts add (`kbert.convert.task_heads.GOOGLE_TASK_HEADS`) travel
-too: `read_google_head`
-gives one to `BertTask.from_pretrained`, and `write_google_checkpoint(task_head=...)` writes
-one, so run_classifier.py / run_squad.py `--do_predict` can start from a kbert model.
+The heads Google's fine-tuning scripts add (`TASK_HEADS`) travel too: `read_google_head` gives
+one to `BertTask.from_pretrained`, and `write_google_checkpoint(task_head=...)` writes one, so
+run_classifier.py / run_squad.py `--do_predict` can start from a kbert model.
 """
 
 import glob
@@ -28,7 +27,6 @@ import numpy as np
 
 from kbert.atomic import atomic_directory
 from kbert.config import BertConfig, ConfigError
-from kbert.convert.task_heads import GOOGLE_TASK_HEADS
 from kbert.convert.weights import (CheckpointError, HEAD_GROUPS, check_finite, check_shapes,
                                    check_weights, expected_shapes)
 from kbert.text.tokenizer_files import load_vocabulary
@@ -37,7 +35,16 @@ CONFIG_FILE = "bert_config.json"
 CHECKPOINT_NAME = "bert_model.ckpt"
 VOCAB_FILE = "vocab.txt"
 
-_HEAD_VARIABLES = {name for _, *names in GOOGLE_TASK_HEADS.values() for name in names}
+TASK_HEADS = {
+    "run_classifier.py": ("output_weights", "output_bias"),
+    "run_squad.py": ("cls/squad/output_weights", "cls/squad/output_bias"),
+}
+"""The heads of google-research/bert's fine-tuning scripts: (weights, bias) variable names. Both
+make the weights [outputs, hidden] and compute `matmul(x, output_weights, transpose_b=True) +
+output_bias` (`create_model`: run_classifier.py on the pooled output, run_squad.py on every
+token, start logits from row 0 and end logits from row 1)."""
+
+_HEAD_VARIABLES = {name for names in TASK_HEADS.values() for name in names}
 
 # Variables of a training checkpoint that are not model weights.
 _IGNORED_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1")
@@ -247,23 +254,20 @@ def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, 
 
 
 def google_head_kind(path) -> str | None:
-    """The kbert class whose head a Google fine-tuning script left in the checkpoint at `path`
-    ("BertClassifier" for run_classifier.py's, "BertSpanLabeler" for run_squad.py's), or
-    None; a checkpoint that cannot be read is left for its reader to report."""
+    """The fine-tuning script (a key of `TASK_HEADS`) whose head the checkpoint at `path`
+    holds, or None; a checkpoint that cannot be read is left for its reader to report."""
     try:
         names = set(_tf().train.load_checkpoint(_resolve(path)[1]).get_variable_to_shape_map())
     except Exception:  # CheckpointError or the reader's assorted errors
         return None
-    return next((kind for kind, (_, weights, _) in GOOGLE_TASK_HEADS.items() if weights in names),
+    return next((script for script, (weights, _) in TASK_HEADS.items() if weights in names),
                 None)
 
 
-def read_google_head(path, kind) -> tuple[str, list[np.ndarray]] | None:
-    """(kbert's Dense layer, [kernel, bias]) of the head Google's fine-tuning script for kbert
-    class `kind` left in the checkpoint at `path`; None where there is none."""
-    if kind not in GOOGLE_TASK_HEADS:
-        return None
-    layer, *names = GOOGLE_TASK_HEADS[kind]
+def read_google_head(path, script) -> list[np.ndarray] | None:
+    """[kernel, bias] in kbert's layout of the head that Google's fine-tuning `script` (a key
+    of `TASK_HEADS`) left in the checkpoint at `path`; None where there is none."""
+    names = TASK_HEADS[script]
     directory, prefix = _resolve(path)
     config = BertConfig.from_google_config(os.path.join(directory, CONFIG_FILE))
     try:
@@ -275,12 +279,13 @@ def read_google_head(path, kind) -> tuple[str, list[np.ndarray]] | None:
     except Exception as e:  # the reader maps TF errors to assorted Python types
         raise CheckpointError(f"Cannot read {' and '.join(names)} from TF checkpoint {prefix}: "
                               f"{_first_line(e)}") from None
-    rows = "2" if kind == "BertSpanLabeler" else "num_classes"
-    outputs = 2 if kind == "BertSpanLabeler" else weights.shape[0] if weights.ndim == 2 else 0
+    spans = script == "run_squad.py"
+    rows = "2" if spans else "num_classes"
+    outputs = 2 if spans else weights.shape[0] if weights.ndim == 2 else 0
     if outputs < 1 or weights.shape != (outputs, config.hidden_size) or bias.shape != (outputs,):
         raise CheckpointError(f"TF checkpoint {prefix}: {names[0]} is {list(weights.shape)} and "
-                              f"{names[1]} {list(bias.shape)}; a {kind} head is "
+                              f"{names[1]} {list(bias.shape)}; a {script} head is "
                               f"[{rows}, {config.hidden_size}] and [{rows}].")
     for name, value in zip(names, (weights, bias)):
         check_finite(value, name, f"TF checkpoint {prefix}")
-    return layer, [np.ascontiguousarray(weights.T), bias]
+    return [np.ascontiguousarray(weights.T), bias]

@@ -21,8 +21,6 @@ import safetensors.numpy
 
 from kbert.atomic import atomic_directory
 from kbert.config import BertConfig
-from kbert.convert.task_heads import (checkpoint_architecture, has_pooler, head_tensor_names,
-                                      is_language_model)
 from kbert.convert.weights import CheckpointError, check_finite, check_weights
 from kbert.outputs import umask
 from kbert.text.tokenizer_files import load_vocabulary
@@ -31,6 +29,16 @@ _BUFFERS = ("embeddings.position_ids",)
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 """The dtypes a weight may have on disk; all are read as float32."""
 INDEX_FILE = "model.safetensors.index.json"
+
+TASK_CLASSES = {
+    "BertForSequenceClassification": ("classifier", True),
+    "BertForTokenClassification": ("classifier", False),
+    "BertForMultipleChoice": ("classifier", True),
+    "BertForQuestionAnswering": ("qa_outputs", False),
+}
+"""transformers' BERT task classes → (the name of their one head Linear, whether they keep the
+encoder's pooler): modeling_bert.py builds the token and span classes with
+`add_pooling_layer=False`."""
 
 
 def read_hf_checkpoint(path, allow_pickle=False):
@@ -44,7 +52,7 @@ def read_hf_checkpoint(path, allow_pickle=False):
     head = head_tensor_names(architecture)
     raw = {n: t for n, t in _read_tensors(path, allow_pickle).items() if n not in head}
     weights = _canonical_names(raw, path)
-    if architecture and not has_pooler(architecture):
+    if architecture and not TASK_CLASSES[architecture][1]:
         weights = {**_drawn_pooler(config), **weights}
     elif is_language_model(path) and "pooler.dense.weight" not in weights:
         warnings.warn(f"{path} holds no pooler (transformers' language-model classes build "
@@ -53,6 +61,56 @@ def read_hf_checkpoint(path, allow_pickle=False):
         weights = {**_drawn_pooler(config), **weights}
     check_weights(weights, config, source=str(path))
     return config, weights
+
+
+def checkpoint_architecture(path):
+    """The transformers task class (one of `TASK_CLASSES`) a directory's config.json names, or
+    None."""
+    names = config_object(path).get("architectures")
+    return next((name for name in names or () if name in TASK_CLASSES), None)
+
+
+def head_tensor_names(architecture):
+    """The names of a transformers task class's head tensors (empty for other classes)."""
+    if architecture not in TASK_CLASSES:
+        return set()
+    return {f"{TASK_CLASSES[architecture][0]}.weight", f"{TASK_CLASSES[architecture][0]}.bias"}
+
+
+def is_language_model(path):
+    """Whether a directory's config.json names `BertForMaskedLM` or `BertLMHeadModel`, whose
+    encoder transformers builds with `add_pooling_layer=False` (what its run_mlm.py saves):
+    such a checkpoint holds no pooler."""
+    names = config_object(path).get("architectures") or ()
+    return any(name in ("BertForMaskedLM", "BertLMHeadModel") for name in names)
+
+
+def is_decoder(path):
+    """Whether a directory's config.json marks a left-to-right (`is_decoder`) model."""
+    return config_object(path).get("is_decoder") is True
+
+
+def hf_label_names(path):
+    """The label names of a directory's `id2label`, in id order; None where it has none or
+    only transformers' placeholders ("LABEL_0", ...)."""
+    id2label = config_object(path).get("id2label")
+    if not isinstance(id2label, dict) or not id2label:
+        return None
+    names = [id2label.get(str(i)) for i in range(len(id2label))]
+    if not all(isinstance(n, str) for n in names) or names == [f"LABEL_{i}" for i in
+                                                                 range(len(names))]:
+        return None
+    return names
+
+
+def config_object(path):
+    """The JSON object in `path`/config.json; {} where there is none or it is not one (the
+    readers of the weights report a bad file)."""
+    try:
+        value = json.loads((pathlib.Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def read_tensors(path, names, allow_pickle=False):

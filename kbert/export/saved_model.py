@@ -30,7 +30,7 @@ from kbert.atomic import (atomic_directory, check_directory_target, clean_stagin
 from kbert.export import serving_ops, warmup
 from kbert.export.signatures import (CLASSIFY_INPUT, EXAMPLES_INPUT, SERVING_METHODS,
                                      ServingModule)
-from kbert.models.backbone import INPUT_KEYS
+from kbert.config import INPUT_KEYS
 from kbert.outputs import MARKER, check_output
 
 WARMUP_FILE = "tf_serving_warmup_requests"

@@ -1,9 +1,9 @@
-"""Which serving task a model is: one table from model type to the inputs its signatures take
-and the outputs they return (`kbert.export.signatures` builds the signatures from it), and the
-model facts they need (its number of choices, of classes, its label names)."""
+"""How each serving task is served: one table from the task a model class declares
+(`serving_task`) to the inputs its signatures take and the outputs they return
+(`kbert.export.signatures` builds the signatures from it), and the model facts they need (its
+number of choices, of classes, its label names)."""
 
 import dataclasses
-import importlib
 
 from kbert.export.task_outputs import (choice_outputs, classifier_outputs, embedding_outputs,
                                        feature_outputs, fill_mask_ids, serve_entities,
@@ -42,32 +42,16 @@ TASKS = {
                       serve_ids=fill_mask_ids),
 }
 
-# Model class → task. Most specific classes first; classes missing from this kbert are skipped.
-MODEL_TASKS = (
-    ("kbert.models.classifier", "BertClassifier", "classifier"),
-    ("kbert.models.feature_extractor", "BertFeatureClassifier", "classifier"),
-    ("kbert.models.multiple_choice", "BertMultipleChoice", "multiple_choice"),
-    ("kbert.models.span_labeler", "BertSpanLabeler", "span_labeler"),
-    ("kbert.models.token_classifier", "BertTokenClassifier", "token_classifier"),
-    ("kbert.models.feature_extractor", "BertFeatureExtractor", "feature_extractor"),
-    ("kbert.models.backbone", "BertBackbone", "backbone"),
-    ("kbert.models.pretrainer", "BertPretrainer", "fill_mask"),
-)
-
-
 def task_for(model, task=None):
-    """The `Task` for `model`: `task` (a name in `TASKS`) if given, else by the model's type."""
+    """The `Task` for `model`: `task` (a name in `TASKS`) if given, else the one its class
+    declares (`serving_task`)."""
     if task is not None:
         if task not in TASKS:
             raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}.")
         return TASKS[task]
-    for module, cls_name, name in MODEL_TASKS:
-        try:
-            cls = getattr(importlib.import_module(module), cls_name)
-        except (ImportError, AttributeError):
-            continue
-        if isinstance(model, cls):
-            return TASKS[name]
+    name = getattr(type(model), "serving_task", None)
+    if name in TASKS:
+        return TASKS[name]
     raise TypeError(f"No serving signature for a {type(model).__name__}; pass task= one of "
                     f"{sorted(TASKS)} for a model with the same inputs and outputs (e.g. "
                     "task='classifier' for a model that returns logits [batch, classes]).")

@@ -77,7 +77,7 @@ import tensorflow as tf
 from kbert.tensorflow_input_checks import check_token_inputs
 from kbert.models.input_limits import check_preprocessor, model_limits
 from kbert.export.serving_tasks import label_names_for, num_choices, num_classes, task_for
-from kbert.models.backbone import INPUT_KEYS
+from kbert.config import INPUT_KEYS
 from kbert.text.trim import trim_to_longest
 
 TOKEN_KEYS = INPUT_KEYS  # its earlier name here, still importable

@@ -6,7 +6,7 @@ the whole text path for the tasks whose answers are read off the text itself, an
 
 import tensorflow as tf
 
-from kbert.models.backbone import INPUT_KEYS
+from kbert.config import INPUT_KEYS
 from kbert.text.trim import trim_to_longest
 
 

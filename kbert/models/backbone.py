@@ -1,17 +1,14 @@
 """`BertBackbone`: the BERT encoder as a functional Keras model, dict in and dict out."""
 
-import numbers
-
 import keras
 
-from kbert.config import BertConfig
+from kbert import presets
+from kbert.config import INPUT_KEYS, BertConfig
 from kbert.layers import BertEmbeddings, TransformerEncoderBlock, attention_bias
 from kbert.layers import attention_kernel as kernels
 from kbert.models.frozen_layers import apply_trainable, frozen_layers
+from kbert.models.input_limits import check_packed_inputs, model_limits
 from kbert.models.xla import default_jit_compile
-
-INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
-"""The names of the backbone's inputs, and of every preprocessor's packed outputs."""
 
 
 def check_model_kwargs(cls, kwargs):
@@ -28,12 +25,6 @@ def check_model_kwargs(cls, kwargs):
     return kwargs.pop("frozen_layers", None) or ()
 
 
-def whole_number(name, value, least, what=None):
-    """`value` as an int when it is an integer of at least `least` (numpy's integers too), else
-    ValueError naming `name` (`what`: what it must be, in words)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
-        raise ValueError(f"{name} must be {what or f'an integer >= {least}'}, got {value!r}.")
-    return int(value)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -68,6 +59,9 @@ class BertBackbone(keras.Model):
     Layer names are stable (`embeddings`, `transformer_layer_{i}`, `pooler`) so checkpoints map
     onto them one to one; see `kbert.convert`.
     """
+
+    serving_task = "backbone"
+    """The serving signature kbert.export gives this class (`export.serving_tasks.TASKS`)."""
 
     def __init__(self, config: BertConfig, causal=False, output_hidden_states=False,
                  output_attentions=False, dtype=None, attention_implementation="auto",
@@ -164,12 +158,10 @@ class BertBackbone(keras.Model):
         """Keras' `predict`, after packed arrays are checked against this model's tables (under
         XLA an id beyond them would read a clamped row, not fail); a dataset's batches are
         checked as they are read (`kbert.tensorflow_input_checks`)."""
-        from kbert.models.input_limits import check_packed_inputs, model_limits  # imports this
-
         if isinstance(x, dict):
             check_packed_inputs(model_limits(self), x)
         elif isinstance(getattr(x, "element_spec", None), dict) and hasattr(x, "map"):
-            from kbert.tensorflow_input_checks import checked_dataset
+            from kbert.tensorflow_input_checks import checked_dataset  # TensorFlow, on demand
 
             x = checked_dataset(x, model_limits(self))
         return super().predict(x, *args, **kwargs)
@@ -216,10 +208,6 @@ class BertBackbone(keras.Model):
         (no weight depends on them). Pickled PyTorch
         files are refused unless `allow_pickle=True`: unpickling runs arbitrary code.
         """
-        # The registry sits above models (it builds them from checkpoints): a lazy import, one
-        # of the entry points tests/test_layering.py allows.
-        from kbert import presets
-
         return presets.load_backbone(path_or_preset, cls=cls, allow_pickle=allow_pickle,
                                      require_weights=True, **kwargs)
 

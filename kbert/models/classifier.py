@@ -2,11 +2,14 @@
 
 import keras
 
+from kbert.config_checks import whole_number
+from kbert.convert.task_heads import CheckpointHeads
 from kbert.layers.dropout import Dropout
-from kbert.models.backbone import BertBackbone, whole_number
+from kbert.models.backbone import BertBackbone
 from kbert.models.pearson import Pearson
 from kbert.models.sentence_task import BertSentenceTask
 from kbert.models.task import classification_defaults
+from kbert.text.preprocessor import BertPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -29,6 +32,12 @@ class BertClassifier(BertSentenceTask):
 
     >>> model = BertClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=3)
     """
+
+    serving_task = "classifier"
+    preprocessor_cls = BertPreprocessor
+    checkpoint_heads = CheckpointHeads("classifier", "BertForSequenceClassification",
+                                       google="run_classifier.py",
+                                       keras_hub="BertTextClassifier", labelled=True)
 
     def __init__(self, backbone: BertBackbone, num_classes=2, dropout=0.1, sentence_pair=None,
                  **kwargs):

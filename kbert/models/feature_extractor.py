@@ -8,10 +8,12 @@ classifier on top of it for sentence (or pair) classification.
 
 import keras
 
+from kbert.config_checks import whole_number
 from kbert.layers.dropout import Dropout
-from kbert.models.backbone import BertBackbone, whole_number
+from kbert.models.backbone import BertBackbone
 from kbert.models.sentence_task import BertSentenceTask
 from kbert.models.task import BertTask, classification_defaults
+from kbert.text.preprocessor import BertPreprocessor
 
 COMBINES = ("concat", "mean", "sum")
 
@@ -32,6 +34,9 @@ class BertFeatureExtractor(BertTask):
     A backbone built without `output_hidden_states` is copied into
     one built with it (same weights).
     """
+
+    serving_task = "feature_extractor"
+    preprocessor_cls = BertPreprocessor
 
     def __init__(self, backbone: BertBackbone, layers=(-4, -3, -2, -1), combine="concat",
                  **kwargs):
@@ -119,6 +124,9 @@ class BertFeatureClassifier(BertSentenceTask):
     >>> model = BertFeatureClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=2,
     ...                               layers=(-2, -1))  # tiny has 2 blocks: 3 hidden states
     """
+
+    serving_task = "classifier"
+    preprocessor_cls = BertPreprocessor
 
     def __init__(self, backbone: BertBackbone, num_classes=2, layers=(-4, -3, -2, -1),
                  lstm_units=64, dropout=0.1, sentence_pair=None, **kwargs):

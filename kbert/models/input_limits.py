@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from kbert.models.backbone import INPUT_KEYS
+from kbert.config import INPUT_KEYS, BertConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +28,6 @@ class InputLimits:
 def model_limits(model):
     """`InputLimits` from the `BertConfig` of `model` (a backbone) or of the backbone it holds;
     all None for another Keras model (exported with `task=`), whose limits are not known."""
-    from kbert.config import BertConfig
 
     seen = set()
     while model is not None and id(model) not in seen:

@@ -3,12 +3,13 @@
 import keras
 import numpy as np
 
+from kbert.config import INPUT_KEYS
+from kbert.config_checks import RowError, whole_number
+from kbert.convert.task_heads import CheckpointHeads
 from kbert.layers.dropout import Dropout
-from kbert.models.backbone import BertBackbone, whole_number
-from kbert.models.row_error import RowError
+from kbert.models.backbone import BertBackbone
 from kbert.models.task import BertTask, classification_defaults
-
-_KEYS = ("token_ids", "segment_ids", "padding_mask")
+from kbert.text.preprocessor import BertPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -54,6 +55,10 @@ class BertMultipleChoice(BertTask):
     softmax over choices) and `accuracy`.
     """
 
+    serving_task = "multiple_choice"
+    preprocessor_cls = BertPreprocessor
+    checkpoint_heads = CheckpointHeads("choice_scorer", "BertForMultipleChoice")
+
     def __init__(self, backbone: BertBackbone, num_choices=4, dropout=0.1, **kwargs):
         num_choices = whole_number("num_choices", num_choices, 2)
         # === Layers ===
@@ -68,8 +73,8 @@ class BertMultipleChoice(BertTask):
 
         # === Functional graph ===
         inputs = {k: keras.Input(shape=(num_choices, None), dtype="int32", name=k)
-                  for k in _KEYS}
-        pooled = backbone({k: fold(inputs[k]) for k in _KEYS})["pooled_output"]
+                  for k in INPUT_KEYS}
+        pooled = backbone({k: fold(inputs[k]) for k in INPUT_KEYS})["pooled_output"]
         outputs = unfold(scorer(dropout_layer(pooled)))
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 

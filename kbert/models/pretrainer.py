@@ -6,6 +6,7 @@ from kbert.layers import MaskedLMHead
 from kbert.models.backbone import BertBackbone
 from kbert.models.input_limits import check_class_labels
 from kbert.models.task import BertTask
+from kbert.text.masked_lm_preprocessor import BertMaskedLMPreprocessor
 
 NSP_LABELS = "next-sentence labels (0 = IsNext, 1 = NotNext)"
 
@@ -33,6 +34,9 @@ class BertPretrainer(BertTask):
     `fit((texts_a, texts_b), nsp_labels)` (0 IsNext, 1 NotNext) trains both heads. A mismatch
     (NSP head without labels, labels without NSP head) is refused before training starts.
     """
+
+    serving_task = "fill_mask"
+    preprocessor_cls = BertMaskedLMPreprocessor
 
     auto_learning_rate = 1e-4
     """`compile()`'s Adam rate: the paper's pre-training rate (appendix A.2)."""

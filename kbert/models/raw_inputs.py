@@ -5,7 +5,7 @@ import math
 
 import keras
 
-from kbert.models.backbone import INPUT_KEYS
+from kbert.config import INPUT_KEYS
 
 
 def dataset_parts(spec):

@@ -2,8 +2,10 @@
 
 import keras
 
+from kbert.convert.task_heads import CheckpointHeads
 from kbert.models.backbone import BertBackbone
 from kbert.models.task import BertTask
+from kbert.text.span_preprocessor import BertSpanPreprocessor
 
 MASKED_LOGIT = -1e4  # fits float16; exp(-1e4) is 0 in every float type
 
@@ -52,6 +54,12 @@ class BertSpanLabeler(BertTask):
 
     >>> model = BertSpanLabeler(BertBackbone(BertConfig.preset("tiny")))
     """
+
+    serving_task = "span_labeler"
+    preprocessor_cls = BertSpanPreprocessor
+    default_sequence_length = 384
+    checkpoint_heads = CheckpointHeads("span_logits", "BertForQuestionAnswering",
+                                       google="run_squad.py")
 
     def __init__(self, backbone: BertBackbone, **kwargs):
         # === Layers ===

@@ -4,7 +4,7 @@ raw-text `fit` / `evaluate` / `predict`, serialisation, and `from_pretrained`.""
 import keras
 
 from kbert import tensorflow_backend
-from kbert.models import xla
+from kbert.models import pretrained, xla
 from kbert.models.backbone import BertBackbone, check_model_kwargs
 from kbert.models.frozen_layers import apply_trainable, frozen_layers
 from kbert.models.expected_warnings import expected_warnings_hidden
@@ -51,6 +51,23 @@ class BertTask(keras.Model):
     serialised backbone and preprocessor, and `from_config` rebuilds the backbone first, so ties
     into it (the MLM decoder, frozen features) are made anew by the subclass constructor.
     """
+
+    backbone_cls = BertBackbone
+    """The backbone `from_pretrained` builds."""
+
+    preprocessor_cls = None
+    """The preprocessor class that packs this task's raw inputs (`from_pretrained` builds it)."""
+
+    default_sequence_length = 128
+    """The length `from_pretrained` packs to unless told, cut to a smaller model's positions."""
+
+    serving_task = None
+    """The serving signature kbert.export gives this class (a key of
+    `kbert.export.serving_tasks.TASKS`)."""
+
+    checkpoint_heads = None
+    """Where this task's head sits in transformers', Google's and keras-hub's checkpoints (a
+    `kbert.convert.task_heads.CheckpointHeads`); None where they have no such head."""
 
     label_classes = None
     """How many classes the head's sparse labels index (None: its targets are not class ids);
@@ -159,9 +176,7 @@ class BertTask(keras.Model):
 
         >>> clf = BertClassifier.from_pretrained("minilm_l6_h384_uncased", num_classes=2)
         """
-        from kbert.tasks.pretrained import task_from_pretrained
-
-        return task_from_pretrained(cls, name_or_dir, **kwargs)
+        return pretrained.task_from_pretrained(cls, name_or_dir, **kwargs)
 
     # --- raw text in -------------------------------------------------------------------------
 

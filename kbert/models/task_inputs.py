@@ -4,7 +4,7 @@ label beyond the logits makes the loss NaN, neither an error."""
 
 import functools
 
-from kbert.models.backbone import INPUT_KEYS
+from kbert.config import INPUT_KEYS
 from kbert.models.input_limits import (check_class_labels, check_numeric_labels,
                                        check_output_labels, check_packed_inputs, model_limits)
 from kbert.models.output_pairing import by_output

@@ -3,15 +3,18 @@
 import keras
 import numpy as np
 
+from kbert.config_checks import whole_number
+from kbert.convert.task_heads import CheckpointHeads
 from kbert.layers.dropout import Dropout
-from kbert.models.backbone import BertBackbone, whole_number
+from kbert.models.backbone import BertBackbone
 from kbert.models.class_weights import class_weight_table
 from kbert.models.input_limits import check_class_labels
 from kbert.models.raw_inputs import is_stream
 from kbert.models.task import BertTask
 from kbert.models.task_inputs import is_number
-from kbert.models.token_accuracy import TokenAccuracy
 from kbert.models.feature_extractor import BertFeatureExtractor, PaddingToMask
+from kbert.models.token_accuracy import TokenAccuracy
+from kbert.text.token_preprocessor import BertTokenPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -35,6 +38,10 @@ class BertTokenClassifier(BertTask):
 
     >>> model = BertTokenClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=9)
     """
+
+    serving_task = "token_classifier"
+    preprocessor_cls = BertTokenPreprocessor
+    checkpoint_heads = CheckpointHeads("classifier", "BertForTokenClassification", labelled=True)
 
     def __init__(self, backbone: BertBackbone, num_classes=None, dropout=0.1,
                  feature_layers=None, lstm_units=128, label_names=None, **kwargs):

@@ -4,6 +4,7 @@
 pair and multiple-choice tasks of `kbert.data.tasks`, SQuAD v1.1 / v2.0 and CoNLL-2003 NER.
 """
 
+from kbert import models
 from kbert.tasks.spec import EVAL_SEED, TaskSpec, subset
 
 
@@ -48,14 +49,13 @@ def spec_of_model(model, label_names=None) -> TaskSpec:
     from kbert.tasks.fill_mask import FillMaskTask
     from kbert.tasks.sentence import SentenceTask
 
-    kind = type(model).__name__
-    if kind == "BertPretrainer":
+    if isinstance(model, models.BertPretrainer):
         return FillMaskTask()
-    if kind == "BertSpanLabeler":
+    if isinstance(model, models.BertSpanLabeler):
         return get_spec("squad")
-    if kind == "BertTokenClassifier":
+    if isinstance(model, models.BertTokenClassifier):
         return get_spec("conll", label_names=model.label_names)
-    if kind == "BertMultipleChoice":
+    if isinstance(model, models.BertMultipleChoice):
         return SentenceTask(Task("multiple_choice", "multiple_choice", model.num_choices, {}))
     regression = model.num_classes == 1
     return SentenceTask(Task("classifier", "regression" if regression else "classification",

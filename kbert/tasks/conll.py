@@ -5,8 +5,10 @@ tags from `kbert.text.entity_decoding` (the same graph ops the export serves), a
 from `kbert.evaluation.entities` (equal to seqeval's default mode).
 """
 
+from kbert.models import BertTokenClassifier
 from kbert.models.xla import pad_multiple
 from kbert.tasks.spec import TaskSpec, refuse_unread, sequence_predictions
+from kbert.text.token_preprocessor import BertTokenPreprocessor
 
 
 BATCHING = ("length", "random")
@@ -27,7 +29,7 @@ class ConllTask(TaskSpec):
     kind = "token_classification"
     metric = "f1"
     modes = ("finetune", "feature")
-    model_classes = ("BertTokenClassifier",)
+    model_classes = (BertTokenClassifier,)
 
     def __init__(self, data_dir=None, scheme="auto", label_names=None, lstm_units=128,
                  batching="random"):
@@ -65,9 +67,6 @@ class ConllTask(TaskSpec):
             self._label_names = list(model.label_names)
 
     def build(self, backbone, tokenizer, sequence_length, mode="finetune"):
-        from kbert.models import BertTokenClassifier
-        from kbert.text.token_preprocessor import BertTokenPreprocessor
-
         layers = (tuple(range(-min(4, backbone.config.num_layers), 0))
                   if mode == "feature" else None)
         return BertTokenClassifier(

@@ -5,7 +5,8 @@ Google's release) and `FillMaskTask`, the spec `kbert predict` answers one with.
 
 import numpy as np
 
-from kbert.models.row_error import RowError
+from kbert.models import BertPretrainer
+from kbert.config_checks import RowError
 from kbert.tasks.spec import TaskSpec
 
 
@@ -22,7 +23,7 @@ def fill_mask(model, texts, top_k=5, marker="[MASK]", batch_size=32, tokenizer=N
     >>> model = BertPretrainer.from_pretrained("runs/pretrain/model")
     >>> fill_mask(model, "Paris is the [MASK] of France.")["filled"]
     """
-    from kbert.models.backbone import INPUT_KEYS
+    from kbert.config import INPUT_KEYS
     from kbert.text.fill_mask_preprocessor import BertFillMaskPreprocessor
     from kbert.text.trim import trim_to_longest
 
@@ -109,10 +110,9 @@ def open_masked_lm(path, allow_pickle=False):
     import warnings
 
     from kbert.convert import CheckpointError, detect_format
-    from kbert.models import BertPretrainer
-    from kbert.presets import load_backbone_and_tokenizer, load_pretraining_heads
+    from kbert.models.pretrained import load_backbone_and_tokenizer, preprocessor_for
+    from kbert.presets import load_pretraining_heads
     from kbert.runs import RunDirectory
-    from kbert.tasks.pretrained import preprocessor_for
 
     if not pathlib.Path(path).is_dir() or RunDirectory.is_run(path):
         return None
@@ -145,7 +145,7 @@ class FillMaskTask(TaskSpec):
     name = "fill_mask"
     kind = "fill_mask"
     modes = ()
-    model_classes = ("BertPretrainer",)
+    model_classes = (BertPretrainer,)
 
     def __init__(self, top_k=5):
         self.top_k = int(top_k)

@@ -3,9 +3,11 @@
 
 import numpy as np
 
-from kbert.models.row_error import RowError
+from kbert.config_checks import RowError
+from kbert.models import BertClassifier, BertFeatureClassifier, BertMultipleChoice
 from kbert.models.xla import pad_multiple
 from kbert.tasks.spec import TaskSpec, head_in_task_order, refuse_unread
+from kbert.text.preprocessor import BertPreprocessor
 
 
 def _model_inputs(examples, kind):
@@ -52,10 +54,10 @@ class SentenceTask(TaskSpec):
     @property
     def model_classes(self):
         if self.kind == "multiple_choice":
-            return ("BertMultipleChoice",)
+            return (BertMultipleChoice,)
         if self.kind == "regression":
-            return ("BertClassifier",)
-        return ("BertClassifier", "BertFeatureClassifier")
+            return (BertClassifier,)
+        return (BertClassifier, BertFeatureClassifier)
 
     def fit_to(self, model, label_names=None):
         """Besides the head's kind, its number of outputs must be the task's; a classifier whose
@@ -74,9 +76,6 @@ class SentenceTask(TaskSpec):
             _align_labels(model, [str(n) for n in label_names], list(self.task.label_names))
 
     def build(self, backbone, tokenizer, sequence_length, mode="finetune"):
-        from kbert.models import BertClassifier, BertFeatureClassifier, BertMultipleChoice
-        from kbert.text import BertPreprocessor
-
         pre = BertPreprocessor(tokenizer, sequence_length=sequence_length)
         if mode == "feature":
             if self.kind != "classification":

@@ -8,6 +8,8 @@ so a new task is a new spec, never a new driver.
 
 import random
 
+from kbert import models
+
 EVAL_SEED = 1234  # fixed, so that every run and every `kbert evaluate` scores the same subset
 
 
@@ -18,7 +20,7 @@ def sequence_predictions(model, features, batch_size=64, fill=0.0):
     import keras
     import numpy as np
 
-    from kbert.models.backbone import INPUT_KEYS
+    from kbert.config import INPUT_KEYS
     from kbert.models.xla import pad_multiple
     from kbert.text.datasets import length_order, packed_batches
 
@@ -95,16 +97,16 @@ class TaskSpec:
     sequence_length = 128
     metric = "accuracy"
     modes = ("finetune",)
-    model_classes = ("BertClassifier",)  # the task model classes whose head fits the task
+    model_classes = (models.BertClassifier,)  # the task model classes whose head fits it
 
     def fit_to(self, model, label_names=None):
         """Checks that `model`'s head fits this task, so that a model trained elsewhere or for
         another task is refused by name rather than scored on outputs that mean something
         else; subclasses also take what the model fixes (its tag order, its named labels).
         `label_names`: the model's class names in id order, where its checkpoint has them."""
-        kinds = {k.__name__ for k in type(model).__mro__}
-        if not kinds & set(self.model_classes):
-            raise ValueError(f"Task {self.name!r} takes a {' or '.join(self.model_classes)}; "
+        if not isinstance(model, self.model_classes):
+            takes = " or ".join(cls.__name__ for cls in self.model_classes)
+            raise ValueError(f"Task {self.name!r} takes a {takes}; "
                              f"the model is a {type(model).__name__}.")
 
     def splits(self) -> dict:

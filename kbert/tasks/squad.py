@@ -8,9 +8,11 @@ export); EM / F1 are the official script's (`kbert.evaluation.squad`).
 
 import numpy as np
 
-from kbert.models.backbone import INPUT_KEYS
-from kbert.models.row_error import RowError
+from kbert.config import INPUT_KEYS
+from kbert.config_checks import RowError
+from kbert.models.span_labeler import MASKED_LOGIT, BertSpanLabeler
 from kbert.tasks.spec import EVAL_SEED, TaskSpec, refuse_unread, sequence_predictions
+from kbert.text.span_preprocessor import BertSpanPreprocessor
 
 WINDOW_CHUNK = 2048  # questions windowed per graph call
 
@@ -27,7 +29,7 @@ class SquadTask(TaskSpec):
     """SQuAD `version` "1.1" or "2.0" (v2.0 built from v1.1 when no v2.0 files are given)."""
 
     kind = "span"
-    model_classes = ("BertSpanLabeler",)
+    model_classes = (BertSpanLabeler,)
     sequence_length = 384
     metric = "f1"
 
@@ -57,9 +59,6 @@ class SquadTask(TaskSpec):
         return self._splits
 
     def build(self, backbone, tokenizer, sequence_length, mode="finetune"):
-        from kbert.models import BertSpanLabeler
-        from kbert.text import BertSpanPreprocessor
-
         return BertSpanLabeler(backbone, preprocessor=BertSpanPreprocessor(
             tokenizer, sequence_length, self.options["doc_stride"],
             self.options["max_query_length"]))
@@ -133,8 +132,6 @@ class SquadTask(TaskSpec):
     def logits(self, model, windows, batch_size=64):
         """(start, end) logits [W, sequence_length] (`sequence_predictions`: padding the
         masked value)."""
-        from kbert.models.span_labeler import MASKED_LOGIT
-
         out = sequence_predictions(model, windows, batch_size, fill=MASKED_LOGIT)
         return out["start_logits"], out["end_logits"]
 

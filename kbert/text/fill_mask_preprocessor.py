@@ -10,7 +10,7 @@ drop is refused (an InvalidArgumentError that says so), never silently left unfi
 import keras
 import tensorflow as tf
 
-from kbert.models.backbone import whole_number
+from kbert.config_checks import whole_number
 from kbert.text.preprocessor import pack_segments, truncated_lengths
 from kbert.text.preprocessor_base import PreprocessorBase, cap_text, string_batch, text_budget
 

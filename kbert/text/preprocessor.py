@@ -23,7 +23,7 @@ position, the [start, end) of its token in that segment's original string (bytes
 import keras
 import tensorflow as tf
 
-from kbert.models.backbone import whole_number
+from kbert.config_checks import whole_number
 from kbert.text.datasets import batched_dataset
 from kbert.text.preprocessor_base import PreprocessorBase, traced
 from kbert.text.trim import trim_to_longest

@@ -22,8 +22,8 @@ costs what one of ~3 MB does.
 import keras
 import tensorflow as tf
 
-from kbert.models.backbone import whole_number
-from kbert.models.row_error import RowError
+from kbert.config_checks import whole_number
+from kbert.config_checks import RowError
 from kbert.text.datasets import batched_dataset, check_example_counts, prefetched
 from kbert.text.preprocessor_base import PreprocessorBase, string_batch, traced
 from kbert.text.span_answers import (answer_chars, answer_columns, answer_tokens, check_spans,
@@ -214,7 +214,7 @@ class BertSpanPreprocessor(PreprocessorBase):
         weights])`, re-batched to `batch_size` windows, each batch with targets cut to its
         longest row. A `tf.data.Dataset` `x` is taken as batches of raw `((questions,
         contexts), y[, sample_weight])` or `(questions, contexts)`."""
-        from kbert.models.backbone import INPUT_KEYS  # text sits above models; lazy: no cycle
+        from kbert.config import INPUT_KEYS
 
         if y is None and sample_weight is not None:
             raise ValueError("sample_weight weighs answers: give y too.")

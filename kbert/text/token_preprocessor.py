@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kbert.models.backbone import whole_number
+from kbert.config_checks import whole_number
 from kbert.text.preprocessor_base import PreprocessorBase, example_weights, traced
 from kbert.text.windows import max_context_flags, window_plan
 from kbert.text.word_split import split_words
@@ -224,7 +224,7 @@ class BertTokenPreprocessor(PreprocessorBase):
         weight per sentence, which multiplies its words' weights. Without `y` the batches keep
         the full `sequence_length`, so that `predict`'s logits of all batches concatenate and
         line up with this layer's `word_index`."""
-        from kbert.models.backbone import INPUT_KEYS  # text sits above models; lazy: no cycle
+        from kbert.config import INPUT_KEYS
         from kbert.text.datasets import batched_dataset, check_example_counts
         from kbert.text.trim import trim_to_longest
 

@@ -32,6 +32,7 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from kbert import presets
 from kbert.text.basic_tokenizer import BasicTokenizer
 from kbert.text.tokenizer_files import (LEGACY_MAX_CHARS_PER_WORD, MAX_CHARS_PER_WORD,
                                         SPECIAL_TOKENS, check_max_chars)
@@ -97,10 +98,6 @@ class BertTokenizer(keras.layers.Layer):
         """Reads `vocab.txt` from a checkpoint directory or a name of `kbert.presets`; casing
         per `casing_from_checkpoint`, accents per `accents_from_checkpoint` and the word limit
         per `max_chars_from_checkpoint` unless given."""
-        # The registry sits above text (it fetches and builds): a lazy import, one of the entry
-        # points tests/test_layering.py allows.
-        from kbert import presets
-
         return presets.load_tokenizer(path, cls=cls, lowercase=lowercase,
                                       max_chars_per_word=max_chars_per_word, **kwargs)
 

@@ -13,7 +13,7 @@ import json
 import os
 import re
 
-from kbert.models.row_error import RowError
+from kbert.config_checks import RowError
 from kbert.text.utf8 import decoded_lines, without_lone_surrogates
 
 REQUEST_KEYS = ("text", "text_pair", "choices", "question", "context")

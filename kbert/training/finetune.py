@@ -38,7 +38,7 @@ SENTENCE_KINDS = ("classification", "regression", "multiple_choice")
 def build_backbone(init, dtype=None, attention="auto", allow_pickle=False, **rates):
     """(backbone, tokenizer) for `init` (see `FinetuneConfig.init`), from the preset registry,
     running the attention kernel `attention`, with the dropout `rates` given (by name)."""
-    from kbert.presets import load_backbone_and_tokenizer
+    from kbert.models.pretrained import load_backbone_and_tokenizer
 
     return load_backbone_and_tokenizer(init, dtype=dtype, attention_implementation=attention,
                                        allow_pickle=allow_pickle, **rates)

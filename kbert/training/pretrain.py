@@ -149,7 +149,8 @@ def build_model(config, strategy):
     strategy's scope under the dtype policy. Continued pre-training goes on from the heads
     `init` holds, as Google's run_pretraining.py does from its init_checkpoint."""
     from kbert.models.pretrainer import BertPretrainer
-    from kbert.presets import load_backbone_and_tokenizer, load_pretraining_heads
+    from kbert.models.pretrained import load_backbone_and_tokenizer
+    from kbert.presets import load_pretraining_heads
 
     with strategy.scope():
         backbone, tokenizer = load_backbone_and_tokenizer(

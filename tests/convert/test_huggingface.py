@@ -292,7 +292,7 @@ def test_writes_are_atomic_and_never_wipe_unrelated_files(tiny_config, tmp_path)
 def test_a_saved_tokenizer_keeps_its_casing_and_word_limit(minilm_dir, tmp_path):
     """A model saved with its tokenizer (as `kbert pretrain` does) reads back with the same
     casing and word limit, in kbert and in transformers; a vocabulary alone could not say."""
-    from kbert.presets import load_backbone_and_tokenizer, load_tokenizer
+    from kbert.models.pretrained import load_backbone_and_tokenizer
     from kbert.text.tokenizer import BertTokenizer
 
     backbone, uncased = load_backbone_and_tokenizer(str(minilm_dir))
@@ -300,7 +300,7 @@ def test_a_saved_tokenizer_keeps_its_casing_and_word_limit(minilm_dir, tmp_path)
     for lowercase, limit in ((False, 200), (True, 150)):
         tokenizer = BertTokenizer(vocabulary, lowercase=lowercase, max_chars_per_word=limit)
         save_hf(backbone, tmp_path / "saved", tokenizer=tokenizer, overwrite=True)
-        loaded = load_tokenizer(str(tmp_path / "saved"))
+        loaded = kbert.BertTokenizer.from_pretrained(str(tmp_path / "saved"))
         assert (loaded.lowercase, loaded.max_chars_per_word) == (lowercase, limit)
         assert loaded.get_vocabulary() == vocabulary
         hf = transformers.AutoTokenizer.from_pretrained(tmp_path / "saved")

@@ -45,7 +45,7 @@ def test_a_task_refuses_a_preprocessor_its_backbone_cannot_embed(task, preproces
 
 def test_a_span_model_smaller_than_squads_windows_gets_windows_that_fit():
     import kbert
-    from kbert.tasks.pretrained import preprocessor_for
+    from kbert.models.pretrained import preprocessor_for
 
     tokenizer = kbert.BertTokenizer(vocabulary=VOCAB, lowercase=True)
     pre = preprocessor_for(kbert.BertSpanLabeler, tokenizer, max_positions=16)

@@ -11,7 +11,7 @@ from kbert.data.conll import conll2003
 from kbert.data.sources import fetch
 from kbert.data.squad import read_squad
 from kbert.models import BertBackbone
-from kbert.models.backbone import INPUT_KEYS
+from kbert.config import INPUT_KEYS
 from kbert.tasks.conll import ConllTask
 from kbert.tasks.squad import SquadTask
 from kbert.text import BertTokenizer

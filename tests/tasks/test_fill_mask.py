@@ -13,7 +13,7 @@ import torch
 import transformers
 
 import kbert
-from kbert.models.row_error import RowError
+from kbert.config_checks import RowError
 from kbert.tasks.fill_mask import fill_mask, open_masked_lm
 from kbert.text.fill_mask_preprocessor import BertFillMaskPreprocessor
 

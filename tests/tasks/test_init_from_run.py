@@ -47,7 +47,7 @@ def test_a_run_fine_tunes_on_from_another_run_with_its_head(source_run, tmp_path
 @pytest.mark.slow
 def test_a_run_gives_its_encoder_and_tokenizer_to_another_task(source_run, tmp_path):
     from kbert.models import BertBackbone
-    from kbert.presets import load_backbone_and_tokenizer
+    from kbert.models.pretrained import load_backbone_and_tokenizer
     from kbert.text import BertTokenizer
 
     trained = RunDirectory.open(source_run).load_model()

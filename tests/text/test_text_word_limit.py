@@ -12,7 +12,6 @@ import pytest
 import tensorflow as tf
 import transformers
 
-from kbert import presets
 from kbert.text.tokenizer import BertTokenizer, max_chars_from_checkpoint
 from reference_tokenizer import GOOGLE_MAX_CHARS, HF_MAX_CHARS, ReferenceTokenizer
 
@@ -113,9 +112,11 @@ def test_checkpoints_say_their_limit(tmp_path, minilm_dir):
         assert max_chars_from_checkpoint(d) == want, name
         assert BertTokenizer.from_pretrained(d).max_chars_per_word == want, name
     assert BertTokenizer.from_pretrained(d, max_chars_per_word=37).max_chars_per_word == 37
-    assert presets.load_tokenizer("tiny").max_chars_per_word == GOOGLE_MAX_CHARS  # borrowed vocab
-    assert presets.load_tokenizer("minilm_l6_h384_uncased").max_chars_per_word == HF_MAX_CHARS
-    assert presets.load_tokenizer("random:minilm_l6_h384_uncased").max_chars_per_word == 100
+    limit = {name: BertTokenizer.from_pretrained(name).max_chars_per_word
+             for name in ("tiny", "minilm_l6_h384_uncased", "random:minilm_l6_h384_uncased")}
+    assert limit["tiny"] == GOOGLE_MAX_CHARS  # a size preset borrows a vocabulary
+    assert limit["minilm_l6_h384_uncased"] == HF_MAX_CHARS
+    assert limit["random:minilm_l6_h384_uncased"] == 100
 
 
 def test_bad_limits_are_refused(tmp_path):
