@@ -25,7 +25,7 @@ SMOKE = ["--preset", "tiny", "--steps", "2", "--batch-size", "4", "--sequence-le
 
 def finetune(rate, seed, output, extra):
     """dev / test accuracy and training seconds of one `kbert finetune` run."""
-    command = [sys.executable, "-m", "kbert.cli", "finetune", "--task", "sentiment",
+    command = [sys.executable, "-m", "kbert_cli", "finetune", "--task", "sentiment",
                "--attention-dropout", str(rate), "--seed", str(seed), "--no-validation",
                "--output", str(output), *extra]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)

@@ -32,7 +32,7 @@ import tempfile
 import time
 
 _SCRIPT = pathlib.Path(sys.executable).parent / "kbert"
-KBERT = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "kbert.cli"]
+KBERT = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "kbert_cli"]
 RESULTS = pathlib.Path(__file__).parent / "results" / "kills.json"
 CHECKPOINT_EVERY = {"pretrain": 4, "finetune": 4}
 """Steps between checkpoints of the runs below (finetune: one epoch of 32 examples / 8)."""

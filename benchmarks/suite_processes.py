@@ -20,7 +20,7 @@ def command(argv):
     if not argv or argv[0] == "-c":
         return "python -c"
     name = os.path.basename(argv[0])
-    if name in ("kbert", "cli.py"):
+    if name in ("kbert", "__main__.py"):  # the script, or python -m kbert_cli
         return f"kbert {argv[1]}" if len(argv) > 1 else "kbert"
     if name == "ipykernel_launcher.py":
         return "notebook kernel"

@@ -1,21 +1,11 @@
 """kbert: BERT for Keras 3 and TensorFlow.
 
 `import kbert` imports the layers, models, preprocessors and optimizers, which registers every
-kbert class with Keras:
-`keras.saving.load_model("model.keras")` then finds them in a new process. Training, export and
-conversion are imported on first use.
+kbert class with Keras, and does nothing else: `keras.saving.load_model("model.keras")` then
+finds them in a new process. Training, export and conversion are imported on first use.
 """
 
 import importlib
-import os
-
-from kbert import native_logs as _native_logs
-
-# TensorFlow's C++ INFO/WARNING lines drown kbert's own output: quiet them unless the user chose
-# a level or set KBERT_LOG, and load TensorFlow without its start-up notices (`native_logs`).
-if not _native_logs.verbose():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-_native_logs.load_tensorflow_quietly()
 
 __version__ = "0.1.0"
 

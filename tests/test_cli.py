@@ -6,7 +6,7 @@ import pytest
 import safetensors.numpy
 import tensorflow as tf
 
-from kbert import cli
+import kbert_cli as cli
 from kbert.training.finetune_config import FinetuneConfig
 
 # The modules, not the functions of the same name that kbert.training exports.
@@ -216,7 +216,8 @@ def test_finetune_help_reads_as_written(capsys):
 
 
 def test_library_errors_name_the_commands_flags():
-    from kbert.cli import build_parser, in_cli_terms
+    from kbert_cli import build_parser
+    from kbert_cli.messages import in_cli_terms
 
     export = build_parser().commands["export"]
     assert in_cli_terms("Pass overwrite=True to replace it.", export) == \

@@ -3,7 +3,7 @@ and absurd setting ends in `kbert CMD: error: <one line>` naming the flag or fil
 2, no traceback, and no output directory left behind.
 
 The cheap cases (they fail at parse time or on a file), `kbert export` and `kbert predict`
-on a small run share one new process that calls `kbert.cli.main` (what the `kbert` script
+on a small run share one new process that calls `kbert_cli.main` (what the `kbert` script
 runs) once per command line;
 `kbert finetune --sequence-length 100000` runs the real script in its own process beside it."""
 
@@ -21,11 +21,11 @@ from kbert.convert import write_hf_checkpoint
 from kbert.convert.weights import expected_shapes
 
 _SCRIPT = os.path.join(os.path.dirname(sys.executable), "kbert")
-KBERT = [_SCRIPT] if os.path.isfile(_SCRIPT) else [sys.executable, "-m", "kbert.cli"]
+KBERT = [_SCRIPT] if os.path.isfile(_SCRIPT) else [sys.executable, "-m", "kbert_cli"]
 
 _DRIVER = """
 import contextlib, io, json, sys
-from kbert import cli
+import kbert_cli as cli
 from kbert.config import BertConfig
 from kbert.models.pretrained import load_backbone_and_tokenizer
 from kbert.runs import RunDirectory

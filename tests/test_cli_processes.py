@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 _SCRIPT = os.path.join(os.path.dirname(sys.executable), "kbert")
-KBERT = [_SCRIPT] if os.path.isfile(_SCRIPT) else [sys.executable, "-m", "kbert.cli"]
+KBERT = [_SCRIPT] if os.path.isfile(_SCRIPT) else [sys.executable, "-m", "kbert_cli"]
 TEXT = "A joy to watch, funny and warm."
 # A TensorFlow C++ log line ("I0000 00:00:1795553959.357388   25393 cudart_stub.cc:31] ...") or
 # the absl banner before it: no kbert command prints one unless KBERT_LOG asks.
@@ -279,7 +279,7 @@ def test_a_classifier_run_converts_to(fmt, sentiment_run, tmp_path, capsys):
     answers as the run."""
     import keras
 
-    from kbert.cli import main
+    from kbert_cli import main
 
     load, flags, says, atol = CONVERTED_CLASSIFIERS[fmt]
     command = KBERT + ["convert", sentiment_run, tmp_path / fmt, "--to", fmt]
@@ -361,7 +361,7 @@ def test_a_run_answers_away_from_its_data(tmp_path, capsys):
     pair = ["--text", "A cat sat on the mat.", "--text-pair", "A cat sat."]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    from kbert.cli import main  # in-process: the new processes are the two ends of the story
+    from kbert_cli import main  # in-process: the new processes are the two ends of the story
 
     capsys.readouterr()
     assert main(["evaluate", str(tmp_path / "run"), "--split", "dev"]) == 0

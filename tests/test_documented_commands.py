@@ -9,8 +9,8 @@ import shlex
 
 import pytest
 
-from kbert import cli
-from kbert.cli_config import parse
+import kbert_cli as cli
+from kbert_cli.config_file import parse
 
 ROOT = pathlib.Path(__file__).parents[1]
 README = ROOT / "README.md"

@@ -138,7 +138,7 @@ def test_finetune_with_the_flash_kernel_on_jax_then_evaluate_on_tensorflow(tmp_p
     --attention flash` under JAX trains with the paper's attention dropout and records the
     kernel; `kbert evaluate` in a new TensorFlow process loads the run and scores the same
     examples to the same accuracy."""
-    kbert_cli = [sys.executable, "-m", "kbert.cli"]
+    kbert_cli = [sys.executable, "-m", "kbert_cli"]
     run = tmp_path / "flash_run"
     common = ["--max-eval-examples", "24"]
     trained = subprocess.run(

@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent("""
     import numpy as np, keras, tensorflow as tf
     assert keras.backend.backend() == "jax" and len(keras.distribution.list_devices()) == 8
     import kbert
-    from kbert.cli import main
+    from kbert_cli import main
     from kbert.training.distribution import get_strategy
     from kbert.training.optimizer import make_optimizer
 

@@ -26,8 +26,6 @@ FLOORS = {
     "kbert.viz": 5, "kbert.data": 5,
     "kbert.tasks": 6,
     "kbert.training": 7, "kbert.export": 7,
-    "kbert.cli": 8, "kbert.cli_config": 8, "kbert.cli_convert": 8, "kbert.cli_messages": 8,
-    "kbert.cli_parser": 8, "kbert.cli_types": 8,
     "kbert.quickstart": 8,
     "kbert": 8,
 }
@@ -155,6 +153,17 @@ def cycles(graph):
         if node not in index:
             visit(node)
     return found
+
+
+def test_the_library_never_imports_the_command():
+    """`kbert_cli` sits above the whole library: kbert imports nothing of it."""
+    found = [f"{path.relative_to(ROOT.parent)}:{node.lineno}" for path in ROOT.rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                 name.split(".")[0] == "kbert_cli" for name in
+                 ([a.name for a in node.names] if isinstance(node, ast.Import)
+                  else [node.module or ""]))]
+    assert not found, found
 
 
 def test_no_import_cycles():

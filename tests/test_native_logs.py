@@ -2,7 +2,7 @@
 
 import os
 
-from kbert import native_logs
+from kbert_cli import native_logs
 
 # Lines as TensorFlow 2.21 printed them on this project's CPU machines.
 NOTICES = (

@@ -112,7 +112,7 @@ def _check_options(spec_cls, name, options):
 
 def _as_set(options, names=None):
     """`name=value` for each option (the CLI shows `--name value`:
-    `kbert.cli_messages.in_cli_terms`)."""
+    `kbert_cli.messages.in_cli_terms`)."""
     return ", ".join(f"{k}={options[k]!r}" for k in sorted(names or options))
 
 

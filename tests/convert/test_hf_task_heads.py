@@ -238,11 +238,11 @@ def test_a_pickled_fine_tuned_checkpoint_is_read_only_when_allowed(minilm_dir, t
                                                                    capsys):
     """An older transformers classifier (pytorch_model.bin only): `kbert convert`, `predict`,
     `export`, `finetune --init` and `pretrain --init` refuse to unpickle it unless
-    `--allow-pickle` (through `kbert.cli.main`: a refusal costs no process of its own), and
+    `--allow-pickle` (through `kbert_cli.main`: a refusal costs no process of its own), and
     then use its weights: `convert` and `predict` in new processes, the others in-process."""
     import keras
 
-    from kbert.cli import main
+    from kbert_cli import main
     from tests.test_cli_processes import KBERT, run, run_together
 
     torch.manual_seed(0)

@@ -47,7 +47,7 @@ def test_keras_hub_loads_a_converted_preset_whole(minilm_dir, tmp_path):
     import keras_hub
 
     import kbert
-    from kbert import cli
+    import kbert_cli as cli
 
     dest = tmp_path / "minilm_hub"
     assert cli.main(["convert", "minilm_l6_h384_uncased", str(dest), "--to", "keras_hub",

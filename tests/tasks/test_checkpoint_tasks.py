@@ -173,7 +173,7 @@ def test_a_question_answerer_is_scored_on_squad_as_it_answers(hf_model, tmp_path
 
 @pytest.mark.slow
 def test_a_checkpoint_is_scored_only_on_a_task_its_head_fits(hf_model, capsys):
-    from kbert.cli import main
+    from kbert_cli import main
 
     path, _, _ = hf_model("BertForSequenceClassification", num_labels=2)
     assert main(["evaluate", str(path)]) == 2

@@ -146,7 +146,7 @@ def test_a_google_checkpoint_of_the_same_weights_fills_alike(masked_lm_dir, tmp_
 @pytest.mark.slow
 def test_commands_that_do_not_apply_to_a_masked_lm_say_so(masked_lm_dir, tmp_path, capsys):
     """Nothing to score, no classifier to serve, no threshold: one line each, status 2."""
-    from kbert.cli import main
+    from kbert_cli import main
 
     path = str(masked_lm_dir("BertForMaskedLM"))
     classifier = str(masked_lm_dir("BertForSequenceClassification"))
@@ -203,9 +203,9 @@ def test_predict_and_export_fill_blanks_in_new_processes(masked_lm_dir, tmp_path
     """`kbert predict CHECKPOINT --text ... --top-k` and `kbert export` in new processes, the
     export served as TF Serving loads it (tests/export/serving_client.py: a new process
     without kbert or Keras, a session-based gRPC PredictionService): the pipeline's answers.
-    The `--input` file form and `--task backbone` run through `kbert.cli.main` in-process (both
+    The `--input` file form and `--task backbone` run through `kbert_cli.main` in-process (both
     flags run in new processes in tests/test_cli_processes.py and test_checkpoint_tasks.py)."""
-    from kbert.cli import main
+    from kbert_cli import main
     from tests.test_cli_processes import KBERT, run_together, serve_in_emulator
 
     path = masked_lm_dir("BertForPreTraining")

@@ -71,7 +71,7 @@ def test_cli_refuses_a_checkpoint_without_cls_and_sep(tmp_path):
     kbert.convert.save_hf(kbert.BertBackbone(config), ckpt)
     _file(ckpt, "vocab.txt", "[PAD]\n[UNK]\n[MASK]\nthe\n")
     script = os.path.join(os.path.dirname(sys.executable), "kbert")
-    kbert = [script] if os.path.isfile(script) else [sys.executable, "-m", "kbert.cli"]
+    kbert = [script] if os.path.isfile(script) else [sys.executable, "-m", "kbert_cli"]
     done = subprocess.run(
         kbert + ["finetune", "--task", "sentiment", "--init", str(ckpt), "--steps", "1",
                  "--output", str(tmp_path / "out")],

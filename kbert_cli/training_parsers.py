@@ -1,12 +1,16 @@
 """The parsers of the two training commands, `kbert pretrain` and `kbert finetune`: their options
 (length, optimizer, precision, attention kernel, task-specific windows) outnumber all the other
-commands' together. `kbert.cli_parser` puts them in the `kbert` tree."""
+commands' together. `kbert_cli.parser` puts them in the `kbert` tree."""
 
 import argparse
 
-from kbert.cli_types import (allow_pickle_option, batch_range, dropout_rate, finite_float,
-                             non_negative_int, positive_float, positive_int, subcommand)
-from kbert.layers.attention_kernel import IMPLEMENTATIONS
+from kbert_cli.option_types import (allow_pickle_option, batch_range, dropout_rate,
+                                    finite_float, non_negative_int, positive_float, positive_int,
+                                    subcommand)
+
+ATTENTION_KERNELS = ("auto", "einsum", "fused", "xla", "flash")
+"""`kbert.layers.attention_kernel.IMPLEMENTATIONS`, spelled here so that --help needs no
+TensorFlow (tests/test_cli_help.py checks they agree)."""
 
 ATTENTION_HELP = ("the attention kernel (kbert.layers.attention_kernel). Default auto: on an "
                   "NVIDIA GPU under JAX, cuDNN's, or kbert's flash kernel in training with "
@@ -42,7 +46,7 @@ def pretrain_parser(commands):
     pretrain.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
                           help="compile train steps with XLA or not. Default: kbert chooses: "
                                "on, except for bf16/fp16 on a CPU and several replicas")
-    pretrain.add_argument("--attention", choices=IMPLEMENTATIONS, default="auto",
+    pretrain.add_argument("--attention", choices=ATTENTION_KERNELS, default="auto",
                           help=ATTENTION_HELP)
     pretrain.add_argument("--checkpoint-every", type=non_negative_int, default=1000)
     pretrain.add_argument("--strategy", default=None,
@@ -155,7 +159,7 @@ def _finetune_extras(finetune):
                           help="compile with XLA or not (batches padded to a multiple of 16). "
                                "Default: kbert chooses: on JAX; on TensorFlow the trimmed "
                                "batches run without it")
-    finetune.add_argument("--attention", choices=IMPLEMENTATIONS, default="auto",
+    finetune.add_argument("--attention", choices=ATTENTION_KERNELS, default="auto",
                           help=ATTENTION_HELP)
     finetune.add_argument("--hidden-dropout", type=dropout_rate,
                           help="the encoder's dropout rate after embeddings and each sub-layer "

@@ -1,30 +1,28 @@
 """The `kbert` command's argparse tree: one small function per subcommand, each giving its
 options, help texts and examples. The functions that carry the commands out live in
-`kbert.cli`; `build_parser(runs)` takes them by subcommand name, so this module needs no
-part of the library."""
+`kbert_cli.commands`; this module imports no part of the library, so --help needs no
+TensorFlow."""
 
 import argparse
 
-from kbert.cli_config import add_config_options
-from kbert.cli_training_parsers import finetune_parser, pretrain_parser
-from kbert.cli_types import allow_pickle_option, finite_float, positive_int, subcommand
+from kbert_cli.config_file import add_config_options
+from kbert_cli.option_types import allow_pickle_option, finite_float, positive_int, subcommand
+from kbert_cli.training_parsers import finetune_parser, pretrain_parser
 
 FORMATS = ("huggingface", "google", "keras_hub", "tf_hub")
 
 
-def build_parser(runs) -> argparse.ArgumentParser:
-    """The whole `kbert` parser; `runs` maps each subcommand's name to its function."""
+def build_parser() -> argparse.ArgumentParser:
+    """The whole `kbert` parser; `args.command` names the subcommand given."""
     parser = _Parser(
         prog="kbert", description="BERT for Keras 3 and TensorFlow.",
         epilog="TensorFlow's C++ start-up notices are hidden; KBERT_LOG=1 shows its whole log.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, add in (("convert", _convert_parser), ("vocab", _vocab_parser),
-                      ("pretrain", pretrain_parser), ("finetune", finetune_parser),
-                      ("evaluate", _evaluate_parser), ("predict", _predict_parser),
-                      ("export", _export_parser), ("quickstart", _quickstart_parser)):
-        add(commands).set_defaults(run=runs[name])
+    for add in (_convert_parser, _vocab_parser, pretrain_parser, finetune_parser,
+                _evaluate_parser, _predict_parser, _export_parser, _quickstart_parser):
+        add(commands)
     add_config_options(parser, commands)
     return parser
 

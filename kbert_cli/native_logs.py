@@ -4,9 +4,9 @@ On a CPU machine, loading TensorFlow prints 4-6 lines from C++ that no Python se
 two absl banners ("All log messages before absl::InitializeLog() is called ..."), "Could not
 find cuda drivers", the CPU-instructions notice and, at the first device query, an error-level
 "failed call to cuInit". `TF_CPP_MIN_LOG_LEVEL` silences none of those printed before absl's
-logging starts. So `import kbert` loads TensorFlow and queries its devices with file descriptor 2
-pointed at a temporary file, then writes back every captured line that is not one of these
-known notices: a real error at import still reaches the user.
+logging starts. So the `kbert` command loads TensorFlow and queries its devices with file
+descriptor 2 pointed at a temporary file, then writes back every captured line that is not one
+of these known notices: a real error at import still reaches the user.
 
 `KBERT_LOG=1` (any non-empty value) turns this off and leaves TensorFlow's own level alone.
 """
@@ -65,7 +65,10 @@ def load_tensorflow_quietly():
     at the first tf.data function holding a ragged int64 concatenation, which every kbert
     preprocessor has: "oneDNN supports DT_INT64 only on platforms with AVX-512. Falling back
     to the default Eigen-based implementation", a fallback, not an error. Not where TF_CONFIG
-    is set: see below."""
+    is set: see below. TensorFlow's C++ INFO and WARNING lines stay off too
+    (`TF_CPP_MIN_LOG_LEVEL` 2), unless the user chose a level or set KBERT_LOG."""
+    if not verbose():
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with without_known_notices():
         try:
             import tensorflow as tf

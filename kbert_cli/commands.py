@@ -1,13 +1,9 @@
-"""The `kbert` command: a thin layer over the library, one subcommand per job."""
+"""What each `kbert` subcommand does: a thin layer over the library. Importing this module
+imports kbert, and so TensorFlow; `kbert_cli.main` does so only once the command line parsed."""
 
 import sys
 
-from kbert import cli_parser
-from kbert.cli_config import parse
-from kbert.cli_convert import convert
-from kbert.cli_messages import (USER_ERRORS, in_cli_terms,  # noqa: F401  (importable here)
-                                out_of_memory, out_of_memory_advice, plain_warnings, user_error)
-from kbert.cli_parser import FORMATS  # noqa: F401  (importable from here as before)
+from kbert_cli.convert import convert
 
 
 def _vocab(args) -> int:
@@ -229,35 +225,7 @@ def _quickstart(args) -> int:
     return 0
 
 
-def build_parser():
-    """The `kbert` parser (see `kbert.cli_parser`), each subcommand bound to its function."""
-    return cli_parser.build_parser({
-        "convert": convert, "vocab": _vocab, "pretrain": _pretrain, "finetune": _finetune,
-        "evaluate": _evaluate, "predict": _predict, "export": _export,
-        "quickstart": _quickstart})
-
-
-def main(argv=None) -> int:
-    """The `kbert` script (`argv` None: the command line); with `argv`, the command run from
-    Python, which keeps Python's own warnings (a caller may be recording them)."""
-    from_script = argv is None
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser()
-    try:
-        args = parse(parser, argv)
-    except USER_ERRORS as error:  # a --config file's errors name its keys as written
-        return user_error(argv[0], error)
-    if from_script:
-        plain_warnings(args.command, parser)
-    try:
-        return args.run(args)
-    except USER_ERRORS as error:
-        return user_error(args.command, error, parser)
-    except Exception as error:
-        if getattr(args, "batch_size", None) is None or not out_of_memory(error):
-            raise
-        return user_error(args.command, out_of_memory_advice(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+COMMANDS = {"convert": convert, "vocab": _vocab, "pretrain": _pretrain, "finetune": _finetune,
+            "evaluate": _evaluate, "predict": _predict, "export": _export,
+            "quickstart": _quickstart}
+"""Subcommand name → the function that carries it out, given the parsed arguments."""
