@@ -61,7 +61,7 @@ def without_known_notices():
 def load_tensorflow_quietly():
     """Imports TensorFlow (when installed) and initializes its devices inside
     `without_known_notices`, so that neither prints its notices later. Also meets, here, the
-    error-level line oneDNN prints once per process on some CPUs (seen on a 2-core Intel Xeon)
+    error-level line oneDNN prints once per process on CPUs without AVX-512
     at the first tf.data function holding a ragged int64 concatenation, which every kbert
     preprocessor has: "oneDNN supports DT_INT64 only on platforms with AVX-512. Falling back
     to the default Eigen-based implementation", a fallback, not an error. Not where TF_CONFIG

@@ -138,7 +138,7 @@ def _conll_options(finetune):
     finetune.add_argument("--batching", choices=("length", "random"),
                           help="CoNLL: training batches drawn uniformly (as Hugging Face; "
                                "default) or of similar-length sentences (least padding, "
-                               "faster, scored lower in the README's side-by-side run)")
+                               "faster, scores lower)")
 
 
 def _finetune_extras(finetune):
@@ -168,6 +168,6 @@ def _finetune_extras(finetune):
                           help="dropout on the attention probabilities (default: the "
                                "checkpoint's, 0.1)")
     finetune.add_argument("--mixed-precision", choices=("bf16", "fp16"),
-                          help="compute in bfloat16 (on a CPU, without XLA: faster on the "
-                               "AMD EPYC measured, slower on the Intel Xeon without AMX; see "
-                               "README) or float16 (GPUs; loss scaling), weights float32")
+                          help="compute in bfloat16 (on a CPU faster than float32 on some "
+                               "models, slower on others) or float16 (GPUs; loss scaling); "
+                               "weights stay float32")

@@ -80,7 +80,7 @@ from kbert.export.serving_tasks import label_names_for, num_choices, num_classes
 from kbert.config import INPUT_KEYS
 from kbert.text.trim import trim_to_longest
 
-TOKEN_KEYS = INPUT_KEYS  # its earlier name here, still importable
+TOKEN_KEYS = INPUT_KEYS
 PREDICT_METHOD = "tensorflow/serving/predict"
 EXAMPLES_INPUT = "examples"  # `serve_examples`' input: serialized tf.Examples
 # TF Serving's Classify / Regress signatures: their method names, and the input name both take

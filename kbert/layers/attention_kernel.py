@@ -19,10 +19,9 @@ runs in Pallas' interpreter, which is exact and slow (for tests).
   where there is no attention dropout to apply (inference, or a rate of 0) and `flash` in
   training with it on one device (`jax.nn.dot_product_attention` has no dropout; JAX's private
   cuDNN entry has one, but with a seed fixed at trace time every step would drop the same
-  entries; over several devices, the einsum: XLA cannot split a Triton call). On one
-  H200 (BERT-base, sequence 128, batch 256, bf16) `fit` with the paper's dropout trained at
-  4,663 sequences/s with flash against 4,439 with the einsum in the same session
-  (`benchmarks/results/gpu/h200-2026-12-04/`). `einsum` everywhere else: the TensorFlow
+  entries; over several devices, the einsum: XLA cannot split a Triton call); flash trains
+  faster than the einsum there (`benchmarks/results/gpu/h200-2026-12-04/`). `einsum`
+  everywhere else: the TensorFlow
   backend, CPUs, float32, causal masks, `return_attention`, and head sizes neither kernel takes.
 - `"einsum"`: always the einsum.
 - `"fused"` / `"xla"`: always that kernel where the mask allows it (not with a causal mask or

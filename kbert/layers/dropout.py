@@ -1,8 +1,8 @@
 """Dropout whose random bits come from a counter-based integer hash.
 
 Keras' dropout draws its mask from TensorFlow's stateless Philox generator, which XLA compiles
-for a CPU into something slower than the whole rest of a BERT-mini training step (the README's
-"Measured" section has the numbers). A keep/drop decision does not need a cryptographic-strength
+for a CPU into something slower than the whole rest of a BERT-mini training step. A keep/drop
+decision does not need a cryptographic-strength
 stream. Here each element's 32 random bits are a keyed hash of its index: two rounds of a 32-bit
 integer mixer (xor-shift-multiply, the "lowbias32" constants), a dozen vectorisable integer ops
 per element. The key is derived from the layer's `SeedGenerator`

@@ -129,8 +129,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         if kernel == "flash" and not (isinstance(seq_len, int) and seq_len % 16 == 0):
             kernel = "einsum"  # the flash tiles need it; also Keras' symbolic shape pass
         # Rows of [batch·seq, hidden] outside attention: the gradients of the biases and
-        # LayerNorms then sum over one axis, which XLA on a CPU runs about twice as fast as
-        # the same sum over [batch, seq].
+        # LayerNorms then sum over one axis, which XLA on a CPU runs faster than over two.
         rows = ops.reshape(x, (-1, hidden))
         q, k, v = self._query_key_value(rows, batch, seq_len)
         if kernel == "einsum":

@@ -31,10 +31,8 @@ from jax.experimental.pallas import triton as plgpu
 from kbert.layers.attention_kernel import FLASH_HEAD_SIZES
 from kbert.layers.dropout import hash_bits, hash_keys
 
-# Tile sizes (queries × keys forward; one square size backward), the fastest of four timed on
-# an H200 (BERT-base, batch 256, sequence 128: 46.6 ms a forward + backward pass of the
-# backbone, against 48.8 with JAX's own kernel's defaults, 128×128 and 32;
-# benchmarks/results/gpu/h200-2026-12-04/flash-attention.json); each is cut to the largest
+# Tile sizes (queries × keys forward; one square size backward), the fastest of four timed
+# (benchmarks/results/gpu/h200-2026-12-04/flash-attention.json); each is cut to the largest
 # power of two that divides the sequence.
 FORWARD_BLOCKS = (128, 64)
 BACKWARD_BLOCK = 64

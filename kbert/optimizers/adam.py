@@ -15,9 +15,8 @@ class AlgorithmOneStep:
     Algorithm 1 steps by lr·m̂/(√v̂ + ε). Keras adds ε to √v before the bias correction, which
     is Algorithm 1 with ε/√(1 - β2^t): 32× BERT's ε=1e-6 at the first step, 2× at the 277th.
     Updates of weights whose gradients are that small (many, once the global norm is clipped
-    to 1) came out damped, and a 277-step SQuAD fine-tuning learned measurably slower than
-    Hugging Face's from the same weights and batches (README, "Side by side with Hugging
-    Face"). Here ε is scaled by √(1 - β2^t) before it enters Keras' form, which gives
+    to 1) came out damped, so SQuAD fine-tuning learned slower than Hugging Face's from the
+    same weights and batches. Here ε is scaled by √(1 - β2^t) before it enters Keras' form, which gives
     Algorithm 1 exactly.
     """
 

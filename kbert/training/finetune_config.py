@@ -40,8 +40,8 @@ class FinetuneConfig:
     overwrite: an `output_dir` that holds a finished run is refused unless True, which trains
       afresh and replaces it; an unfinished one's checkpoints are then dropped, not resumed.
     hidden_dropout, attention_dropout: the encoder's dropout rates in [0, 1); None keeps the
-      checkpoint's (BERT's 0.1). A run without attention dropout may train faster on a GPU
-      (the fused kernels); README "On a GPU" has what it costs in accuracy.
+      checkpoint's (BERT's 0.1). Without attention dropout a GPU may run the fused kernels
+      (benchmarks/results/attention-dropout.json: what it costs in accuracy).
     """
 
     init: str = "minilm_l6_h384_uncased"

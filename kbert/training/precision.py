@@ -1,8 +1,7 @@
 """Mixed precision by its short name, as the CLI and the training functions take it.
 
 "bf16" computes in bfloat16 with float32 weights: no loss scaling needed. Whether it is faster
-depends on the CPU: TensorFlow's oneDNN matmuls ran it faster than float32 on an AMD EPYC with
-AVX512-BF16, and slower on an Intel Xeon with AVX512-BF16 but no AMX (README, "Measured").
+than float32 depends on the CPU (benchmarks/results/cpu-cases-mini-bf16.json).
 "fp16" computes in float16 and needs dynamic loss scaling (`LossScaleOptimizer`).
 """
 

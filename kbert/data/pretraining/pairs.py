@@ -23,7 +23,7 @@ NotNext pair puts sentences back that often form such a chunk; on a corpus of sh
 (the Wikipedia lead sections: 3.6 sentences each) Google's rule gives only ~37% IsNext pairs.
 With `balance_nsp=True` (the default) a chunk of two or more sentences is made IsNext whenever
 the NotNext pairs produced so far outnumber the IsNext ones, and decided by a fair coin
-otherwise; this restores the paper's 50/50 (measured: 50.0% on the Wikipedia text) and changes
+otherwise; this restores the paper's 50/50 and changes
 nothing on corpora of long documents, where the counts stay level. `balance_nsp=False` is
 Google's rule exactly. `nsp_balance` measures the share.
 """
