@@ -4,6 +4,7 @@ imports kbert, and so TensorFlow; `kbert_cli.main` does so only once the command
 import sys
 
 from kbert_cli.convert import convert
+from kbert_cli.training_parsers import config_kwargs
 
 
 def _vocab(args) -> int:
@@ -29,16 +30,7 @@ def _pretrain(args) -> int:
     """Pre-trains with MLM + NSP; re-running the same command resumes from its checkpoint."""
     from kbert.training.pretrain import pretrain
 
-    metrics = pretrain(
-        args.output, overwrite=args.overwrite, preset=args.preset, init=args.init,
-        corpus=args.corpus, steps=args.steps,
-        epochs=args.epochs, batch_size=args.batch_size, sequence_length=args.sequence_length,
-        learning_rate=args.learning_rate, optimizer=args.optimizer,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        mixed_precision=args.mixed_precision, jit_compile=args.xla,
-        checkpoint_every=args.checkpoint_every, strategy=args.strategy, attention=args.attention,
-        whole_word=args.whole_word, nsp=not args.no_nsp, causal=args.causal, seed=args.seed,
-        profile_batches=args.profile_batches, allow_pickle=args.allow_pickle)
+    metrics = pretrain(**config_kwargs(args, "pretrain"))
     lm = "next_token" if args.causal else "mlm"  # what the LM head's accuracy counts
     print("held-out: " + ", ".join(f"{k.replace('mlm', lm)} {metrics[k]:.4f}" for k in
                                    ("mlm_accuracy", "nsp_accuracy", "baseline_mlm_accuracy")
@@ -59,18 +51,12 @@ def _finetune(args) -> int:
                                  ("max_query_length", args.max_query_length),
                                  ("null_threshold", args.null_threshold),
                                  ("batching", args.batching)) if v is not None}
-    metrics = finetune(
-        task=args.task, data_dir=args.data_dir, task_options=options,
-        init=args.init or args.preset or "minilm_l6_h384_uncased", output_dir=args.output,
-        overwrite=args.overwrite,
-        epochs=args.epochs, steps=args.steps, batch_size=args.batch_size,
-        sequence_length=args.sequence_length, learning_rate=args.learning_rate,
-        max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
-        mode=args.mode, seed=args.seed, mixed_precision=args.mixed_precision,
-        attention_sentence=args.attention_images, xla=args.xla,
-        validate=args.validation, keep_best=args.keep_best, attention=args.attention,
-        hidden_dropout=args.hidden_dropout, attention_dropout=args.attention_dropout,
-        allow_pickle=args.allow_pickle)
+    settings = config_kwargs(args, "finetune")
+    settings["init"] = settings["init"] or args.preset
+    if settings["init"] is None:  # FinetuneConfig's default
+        del settings["init"]
+    metrics = finetune(task=args.task, data_dir=args.data_dir, task_options=options,
+                       **settings)
     _print_metrics(metrics, args.output)
     return 0
 

@@ -42,6 +42,14 @@ def dropout_rate(text):
     return value
 
 
+def fraction(text):
+    """argparse type: a number in [0, 1] (a share of steps, a probability)."""
+    value = finite_float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"takes a number in [0, 1], not {text!r}")
+    return value
+
+
 def finite_float(text):
     """argparse type: a finite number (Python's float() also takes "nan" and "inf")."""
     try:

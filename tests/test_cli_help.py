@@ -4,6 +4,7 @@ Each help runs in a new process under `python -X importtime`, which lists every 
 process imports: neither tensorflow nor keras (nor kbert) may be among them.
 """
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -51,8 +52,27 @@ def test_import_kbert_leaves_the_process_alone():
     assert done.stdout.split() == ["None", "True"]
 
 
-def test_the_flag_lists_the_library_kernels():
-    from kbert.layers.attention_kernel import IMPLEMENTATIONS
-    from kbert_cli.training_parsers import ATTENTION_KERNELS
+def test_the_settings_file_is_current():
+    """kbert_cli/settings.json is what the config dataclasses give (python -m kbert_cli.generate
+    rewrites it)."""
+    from kbert_cli import generate
 
-    assert ATTENTION_KERNELS == IMPLEMENTATIONS
+    assert generate.main(["--check"]) == 0
+
+
+def test_every_field_is_an_option_that_reaches_the_config():
+    """A field's option sets that field: parsed with its flag, it comes back under its name."""
+    from kbert.training.finetune_config import FinetuneConfig
+    from kbert.training.pretrain_config import PretrainConfig
+    from kbert_cli import build_parser, parse
+    from kbert_cli.training_parsers import SETTINGS, config_kwargs
+
+    for name, cls, required in (("finetune", FinetuneConfig, []),
+                                ("pretrain", PretrainConfig, ["--steps", "1"])):
+        kwargs = config_kwargs(parse(build_parser(), [name, *required]), name)
+        fields = {f.name for f in dataclasses.fields(cls)
+                  if f.metadata.get("cli", {}).get("command_line", True)}
+        assert set(kwargs) == fields == {o["field"] for o in SETTINGS[name]}
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        changed = {k for k, v in kwargs.items() if v != defaults[k]}
+        assert changed <= {"init", "output_dir", "steps"}, changed

@@ -5,7 +5,8 @@ import math
 import numbers
 
 from kbert.config_checks import RATE_FIELDS, field_problem
-from kbert.layers.attention_kernel import check_implementation
+from kbert.layers.attention_kernel import IMPLEMENTATIONS, check_implementation
+from kbert.settings import setting
 from kbert.training.precision import dtype_policy
 
 
@@ -13,41 +14,53 @@ from kbert.training.precision import dtype_policy
 class FinetuneConfig:
     """The settings of one fine-tuning run (the task's own options go to its spec).
 
-    init: pretrained checkpoint dir, weights preset or kbert run dir (one fine-tuned for the
-      task brings its head: `start_from_fine_tuned_head`); a size preset ("mini", ...) for random
-      weights; "random:<checkpoint>" for random weights of that checkpoint's shape.
-    allow_pickle: read an `init` directory's pytorch_model.bin (unpickling runs code: trusted
-      files only); without it such a checkpoint is refused, with a clear error.
-    epochs, steps: train `steps` steps if given, else `epochs` passes over the train split.
-    sequence_length: the packed length (default: the task's, 128; SQuAD 384).
-    learning_rate: peak rate (default 5e-5; 1e-3 with mode="feature", where only a head trains).
-    max_train_examples: a random train subset of this size (chosen with `seed`).
-    max_eval_examples: score at most this many dev / test examples (a fixed subset).
-    mode: "finetune" (all weights) or "feature" (frozen BERT, last four layers into a BiLSTM).
-    attention_sentence: a text whose attention heatmaps go to TensorBoard while training.
-    xla: compile with XLA (batches padded to a multiple of 16) or not; None: kbert's choice
-      (`kbert.models.xla`: on JAX; on TensorFlow the trimmed batches run without it).
-    mixed_precision: None (float32), "bf16" or "fp16" (loss scaling); weights stay float32.
-    validate: the dev split's loss and metrics after every epoch (TensorBoard's validation run);
-      False trains without them (Hugging Face's Trainer default) and leaves the weights and
-      the final dev / test scores as they are. None (default): True unless `keep_best`, whose
-      pass over dev is then the epoch's only one.
-    keep_best: score dev with the task's metric after every epoch (with `steps`, every
-      checkpoint) and end with the best epoch's weights (`kbert.training.best_epoch`); the
-      final dev score is then that choice's, so test (where the task has one) is the fair one.
-      The score joins the epoch's logs as `val_<metric>` (TensorBoard's validation run).
-    attention: the backbone's `attention_implementation` (`kbert.layers.attention_kernel`).
-    overwrite: an `output_dir` that holds a finished run is refused unless True, which trains
-      afresh and replaces it; an unfinished one's checkpoints are then dropped, not resumed.
-    hidden_dropout, attention_dropout: the encoder's dropout rates in [0, 1); None keeps the
-      checkpoint's (BERT's 0.1). Without attention dropout a GPU may run the fused kernels
-      (benchmarks/results/attention-dropout.json: what it costs in accuracy).
+    `kbert finetune` takes each as an option of the same name (`kbert.settings`).
+
+    Args:
+        init: the pretrained checkpoint directory, weights preset or kbert run directory to
+            start from (one fine-tuned for the task brings its head); a size preset (mini,
+            ...) for random weights, or random:NAME for random weights of that shape.
+        epochs: passes over the train split.
+        steps: train this many steps instead of epochs.
+        batch_size: examples a step.
+        sequence_length: the packed length (default: the task's, 128; SQuAD 384).
+        learning_rate: the peak learning rate (default 5e-5; 1e-3 with mode feature, where
+            only a head trains).
+        max_train_examples: train on a random subset of this size.
+        max_eval_examples: score a fixed subset of this size.
+        mode: finetune (all weights), or feature (frozen BERT, last four layers into a BiLSTM).
+        warmup_fraction: the share of the steps whose learning rate rises linearly.
+        weight_decay: AdamW's decoupled weight decay (not on LayerNorm and biases).
+        seed: the seed of the weights, the data order and the subsets.
+        verbose: Keras' progress output (0, 1 or 2).
+        attention_sentence: a sentence whose attention heatmaps go to TensorBoard while
+            training (OUTPUT/logs/attention).
+        xla: compile with XLA or not (batches padded to a multiple of 16). Default: kbert
+            chooses: on JAX; on TensorFlow the trimmed batches run without it.
+        mixed_precision: compute in bfloat16 (bf16; faster than float32 on some CPUs, slower
+            on others) or float16 (fp16: GPUs, with loss scaling); weights stay float32.
+        validate: score the dev split after every epoch (TensorBoard's validation run) or
+            not. Default: yes, unless keep_best, whose pass over dev is then the epoch's one.
+            The final dev and test scores run either way.
+        keep_best: score dev with the task's metric after every epoch (with steps, every
+            checkpoint) and end with the best one's weights (Hugging Face's
+            load_best_model_at_end); the final dev score is then that choice's.
+        attention: the attention kernel (`kbert.layers.attention_kernel`). Default auto: on
+            an NVIDIA GPU under JAX, cuDNN's, or kbert's flash kernel in training with
+            attention dropout; the einsum elsewhere.
+        hidden_dropout: the encoder's dropout rate after the embeddings and each sub-layer
+            (default: the checkpoint's, 0.1).
+        attention_dropout: dropout on the attention probabilities (default: the
+            checkpoint's, 0.1). Without it a GPU may run the fused kernels
+            (benchmarks/results/attention-dropout.json: what it costs in accuracy).
+        allow_pickle: read an init directory's pytorch_model.bin (unpickling runs code:
+            trusted files only).
+        output_dir: the run directory.
+        overwrite: replace a finished run in the output directory by training afresh (its
+            evaluations and logs too); without it such a directory is refused.
     """
 
-    init: str = "minilm_l6_h384_uncased"
-    allow_pickle: bool = False
-    output_dir: str = "runs/finetune"
-    overwrite: bool = False
+    init: str = setting("minilm_l6_h384_uncased", group="start", cli_default=None)
     epochs: int = 3
     steps: int = None
     batch_size: int = 32
@@ -55,19 +68,22 @@ class FinetuneConfig:
     learning_rate: float = None
     max_train_examples: int = None
     max_eval_examples: int = None
-    mode: str = "finetune"
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.01
-    seed: int = 0
-    verbose: int = 1
-    attention_sentence: str = None
+    mode: str = setting("finetune", choices=("finetune", "feature"))
+    warmup_fraction: float = setting(0.1, kind="fraction")
+    weight_decay: float = setting(0.01, kind="number")
+    seed: int = setting(0, kind="index")
+    verbose: int = setting(1, kind="index", choices=(0, 1, 2))
+    attention_sentence: str = setting(None, flag="--attention-images", metavar="SENTENCE")
     xla: bool | None = None
-    mixed_precision: str = None
-    validate: bool | None = None
+    mixed_precision: str = setting(None, choices=("bf16", "fp16"))
+    validate: bool | None = setting(None, flag="--validation")
     keep_best: bool = False
-    attention: str = "auto"
-    hidden_dropout: float = None
-    attention_dropout: float = None
+    attention: str = setting("auto", choices=IMPLEMENTATIONS)
+    hidden_dropout: float = setting(None, kind="rate")
+    attention_dropout: float = setting(None, kind="rate")
+    allow_pickle: bool = False
+    output_dir: str = setting("runs/finetune", flag="--output")
+    overwrite: bool = False
 
     def __post_init__(self):
         """Every setting checked before any work starts (a bool is not a count, NaN is not

@@ -6,7 +6,8 @@ import numbers
 import os
 
 from kbert.config import BertConfig
-from kbert.layers.attention_kernel import check_implementation
+from kbert.layers.attention_kernel import IMPLEMENTATIONS, check_implementation
+from kbert.settings import setting
 from kbert.text.masking import default_max_predictions
 from kbert.training.optimizer import OPTIMIZERS
 from kbert.training.precision import dtype_policy
@@ -17,73 +18,109 @@ _MAY_BE_ZERO = ("warmup_steps", "checkpoint_every")
 
 @dataclasses.dataclass
 class PretrainConfig:
-    """The settings of one `pretrain()` run; the CLI's flags map one to one.
+    """The settings of one `pretrain()` run.
 
-    output_dir: the run folder (metrics.json, logs/, checkpoints/, model/). `overwrite`
-      replaces another folder there (`kbert.outputs`) once the new run is complete.
-    preset: the fresh model, a name of `kbert.presets` that means random weights ("tiny" ...
-      "large", "random:<checkpoint>"); or `bert_config`, a `BertConfig`; or `init`, a checkpoint
-      or weights preset to continue from. `vocabulary` (vocab.txt, token list or tokenizer)
-      replaces BERT's uncased vocabulary for a fresh model. `allow_pickle` lets an `init`
-      directory's pytorch_model.bin be read (unpickling runs code: trusted files only).
-    corpus: None (Wikipedia), text files / folder / glob (`corpus_format`), or a TFRecord folder.
-    steps: optimizer updates, or `epochs` passes over the training pairs (exactly one).
-    batch_size: per update (the global batch); `gradient_accumulation_steps` k makes each
-      update consume k batches.
-    learning_rate: the peak; `optimizer` "adamw" or "lamb"; `warmup_steps` (default
-      `warmup_fraction` of the steps); `decay_power` 1 is linear; `weight_decay`, `clipnorm`.
-    mixed_precision: None, "bf16" or "fp16" (dynamic loss scaling); `jit_compile` for XLA (None: kbert's choice, `kbert.models.xla`).
-    checkpoint_every: updates between checkpoints (None or 0: one at the end).
-    strategy: a name for `kbert.training.distribution.get_strategy`, or a strategy.
-    whole_word, mask_rate, max_predictions (default 20 at length 128), nsp (False: the No-NSP
-      ablation), short_seq_prob: the masking and pairing of the data. `causal` trains a
-      left-to-right LM instead (a causal backbone, every position predicting the next token;
-      with nsp=False, the paper's LTR ablation); masking settings do not apply to it.
-    attention: the backbone's `attention_implementation` (`kbert.layers.attention_kernel`).
-    heldout_documents: documents held out (default 5% up to 500); `eval_examples` pairs scored.
-    log_every: batches between TensorBoard step logs; `profile_batches` a batch or a (first,
-      last) pair, counted from this call's first batch, traced with the TensorFlow profiler.
+    `kbert pretrain` takes each as an option of the same name (`kbert.settings`), but
+    bert_config, vocabulary and verbose, which are Python objects.
+
+    Args:
+        output_dir: the run folder (metrics.json, logs/, checkpoints/, model/).
+        overwrite: replace a folder in the output that is not this run's, once the new run is
+            complete (`kbert.outputs`).
+        preset: the size of a fresh model (tiny ... large), or random:NAME for random weights
+            of a checkpoint's shape.
+        init: a checkpoint directory or weights preset to continue from: its encoder, and its
+            masked-LM and next-sentence heads where it has them.
+        allow_pickle: read an init directory's pytorch_model.bin (unpickling runs code:
+            trusted files only).
+        bert_config: a `BertConfig`, the fresh model's shape, in place of preset.
+        vocabulary: a vocab.txt, token list or `BertTokenizer` for a fresh model, in place of
+            BERT's uncased vocabulary.
+        corpus: a text file, folder of .txt files, glob, or TFRecord folder (default: the
+            built-in Wikipedia lead sections).
+        corpus_format: how text files hold documents: sentences (one a line, a blank line
+            between documents), text (paragraphs), or auto.
+        steps: optimizer updates.
+        epochs: passes over the training pairs, in place of steps.
+        batch_size: sequences an update (the global batch).
+        sequence_length: the packed length.
+        learning_rate: the peak learning rate.
+        optimizer: adamw or lamb.
+        warmup_steps: updates of linear warmup (default: warmup_fraction of them).
+        warmup_fraction: the share of the updates that warm up, without warmup_steps.
+        decay_power: the power of the decay after warmup (1: linear).
+        weight_decay: decoupled weight decay (not on LayerNorm and biases).
+        clipnorm: the global gradient norm clipped to.
+        gradient_accumulation_steps: batches an update consumes (the same update on less
+            memory).
+        mixed_precision: compute in bfloat16 (bf16) or float16 (fp16, with dynamic loss
+            scaling); weights stay float32.
+        jit_compile: compile train steps with XLA or not. Default: kbert chooses: on, except
+            for bf16/fp16 on a CPU and several replicas.
+        checkpoint_every: updates between checkpoints (0: one at the end). Rerunning the same
+            command resumes from the newest.
+        strategy: TensorFlow: default, mirrored, multi_worker (from TF_CONFIG), tpu[:NAME],
+            or auto; JAX (KERAS_BACKEND=jax): data_parallel, model_parallel[:N], or auto.
+        whole_word: whole-word masking.
+        mask_rate: the share of the tokens masked.
+        max_predictions: masked positions a sequence (default 20 at length 128).
+        nsp: train next-sentence prediction (without it: the paper's No-NSP ablation).
+        causal: a left-to-right LM (next-token targets, causal attention); without nsp, the
+            paper's LTR ablation. Masking settings do not apply to it.
+        attention: the attention kernel (`kbert.layers.attention_kernel`). Default auto: on
+            an NVIDIA GPU under JAX, cuDNN's, or kbert's flash kernel in training with
+            attention dropout; the einsum elsewhere.
+        short_seq_prob: the chance that a pair is cut shorter than the length (Google's).
+        heldout_documents: documents held out for evaluation (default 5%, at most 500).
+        eval_examples: held-out pairs scored.
+        seed: the seed of the weights, the pairs and the masks.
+        log_every: batches between TensorBoard step logs.
+        profile_batches: a batch or a FIRST,LAST pair, counted from this call's first batch,
+            traced to TensorBoard's Profile tab.
+        save_model: write the trained model to OUTPUT/model.
+        verbose: Keras' progress output.
     """
 
-    output_dir: str | os.PathLike
+    output_dir: str | os.PathLike = setting(dataclasses.MISSING, flag="--output",
+                                            cli_default="runs/pretrain")
     overwrite: bool = False
-    preset: str = "mini"
-    init: str | os.PathLike | None = None
+    preset: str = setting("mini", group="start")
+    init: str | os.PathLike | None = setting(None, group="start")
     allow_pickle: bool = False
-    bert_config: BertConfig | None = None
-    vocabulary: object = None
+    bert_config: BertConfig | None = setting(None, command_line=False)
+    vocabulary: object = setting(None, command_line=False)
     corpus: object = None
-    corpus_format: str = "auto"
-    steps: int | None = None
-    epochs: int | None = None
+    corpus_format: str = setting("auto", choices=CORPUS_FORMATS)
+    steps: int | None = setting(None, group="length", required=True)
+    epochs: int | None = setting(None, group="length", required=True)
     batch_size: int = 32
     sequence_length: int = 128
     learning_rate: float = 1e-4
-    optimizer: str = "adamw"
-    warmup_steps: int | None = None
-    warmup_fraction: float = 0.01
-    decay_power: float = 1.0
-    weight_decay: float = 0.01
+    optimizer: str = setting("adamw", choices=OPTIMIZERS)
+    warmup_steps: int | None = setting(None, kind="index")
+    warmup_fraction: float = setting(0.01, kind="fraction")
+    decay_power: float = setting(1.0, kind="number")
+    weight_decay: float = setting(0.01, kind="number")
     clipnorm: float | None = 1.0
     gradient_accumulation_steps: int = 1
-    mixed_precision: str | None = None
-    jit_compile: bool | None = None
-    checkpoint_every: int | None = 1000
-    strategy: object = None
+    mixed_precision: str | None = setting(None, choices=("bf16", "fp16"))
+    jit_compile: bool | None = setting(None, flag="--xla")
+    checkpoint_every: int | None = setting(1000, kind="index")
+    strategy: object = setting(None, kind="text")
     whole_word: bool = False
-    mask_rate: float = 0.15
+    mask_rate: float = setting(0.15, kind="fraction")
     max_predictions: int | None = None
-    nsp: bool = True
+    nsp: bool = setting(True, negated=True)
     causal: bool = False
-    attention: str = "auto"
-    short_seq_prob: float = 0.1
+    attention: str = setting("auto", choices=IMPLEMENTATIONS)
+    short_seq_prob: float = setting(0.1, kind="fraction")
     heldout_documents: int | None = None
     eval_examples: int = 2048
-    seed: int = 0
+    seed: int = setting(0, kind="index")
     log_every: int = 10
-    profile_batches: int | tuple | None = None
+    profile_batches: int | tuple | None = setting(None, kind="batches", metavar="FIRST,LAST")
     save_model: bool = True
-    verbose: object = "auto"
+    verbose: object = setting("auto", command_line=False)
 
     def __post_init__(self):
         if self.output_dir is None:
