@@ -30,14 +30,43 @@ _GOOGLE_ACTIVATIONS = {"gelu": "gelu_tanh", "gelu_exact": "gelu", "relu": "relu"
 
 @dataclasses.dataclass(frozen=True)
 class BertConfig:
-    """Sizes and numerics of a BERT encoder.
+    """The sizes and numerics of a BERT encoder: what a `BertBackbone` is built from.
 
-    `hidden_act` is "gelu" (exact, erf), "gelu_tanh" (the tanh approximation of Google's code)
-    or "relu". Sizes are bounded by `LIMITS` and `MAX_PARAMETERS`. Presets follow the paper and
-    Google's small-model family:
+    A frozen dataclass whose fields are checked when it is made: a value that cannot describe a
+    BERT model raises `ConfigError` (sizes are bounded by `LIMITS`, the whole model by
+    `MAX_PARAMETERS`). `BertConfig.preset` gives the paper's sizes and Google's small models;
+    `dataclasses.replace(config, ...)` makes a changed copy.
 
-    >>> BertConfig.preset("base").num_layers
-    12
+    Args:
+        vocab_size: int. The number of WordPiece ids (rows of the token embedding).
+        hidden_size: int. The width of every hidden state; divisible by `num_heads`.
+        num_layers: int. The number of Transformer blocks.
+        num_heads: int. The attention heads of each block.
+        intermediate_size: int. The width of each block's feed-forward layer.
+        hidden_act: str. The feed-forward activation: "gelu" (exact, erf), "gelu_tanh" (the
+            tanh approximation of Google's code) or "relu".
+        hidden_dropout: float in [0, 1). The dropout rate of the embeddings and of each
+            block's sublayer outputs.
+        attention_dropout: float in [0, 1). The dropout rate of the attention probabilities.
+        max_position_embeddings: int. The longest sequence the model has positions for.
+        type_vocab_size: int. The number of segment ids (2: sentences A and B).
+        initializer_range: float. The standard deviation of new weights' truncated normal.
+        layer_norm_eps: float. The epsilon of every layer normalization.
+
+    Example:
+
+    >>> import kbert
+    >>> config = kbert.BertConfig.preset("tiny")
+    >>> config.num_layers, config.hidden_size, config.num_heads, config.head_size
+    (2, 128, 2, 64)
+    >>> config = kbert.BertConfig(num_layers=6, hidden_size=384, num_heads=12,
+    ...                           intermediate_size=1536)
+    >>> config.head_size, config.vocab_size, config.hidden_act
+    (32, 30522, 'gelu')
+    >>> kbert.BertConfig(hidden_size=100, num_heads=12)
+    Traceback (most recent call last):
+    ...
+    kbert.config_checks.ConfigError: hidden_size (100) must be divisible by num_heads (12).
     """
 
     vocab_size: int = 30522
@@ -61,8 +90,25 @@ class BertConfig:
             object.__setattr__(self, name, float(getattr(self, name)))
 
     def check_sequence_length(self, sequence_length, name="sequence_length") -> None:
-        """Raises `ConfigError` unless `sequence_length` fits this model's positions (the
-        embedding table has `max_position_embeddings` rows; a longer input has no position)."""
+        """Raises `ConfigError` unless `sequence_length` fits this model's positions.
+
+        The position embedding has `max_position_embeddings` rows: a longer input has no
+        position to embed.
+
+        Args:
+            sequence_length: the packed length to check, a positive integer.
+            name: what the error message calls the length.
+
+        Example:
+
+        >>> import kbert
+        >>> config = kbert.BertConfig.preset("tiny")
+        >>> config.check_sequence_length(512)
+        >>> config.check_sequence_length(1024)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        kbert.config_checks.ConfigError: sequence_length 1024 is longer than the model's 512 ...
+        """
         if not is_int(sequence_length) or sequence_length < 1:
             raise ConfigError(f"{name} must be a positive integer, got {sequence_length!r}.")
         if sequence_length > self.max_position_embeddings:
@@ -72,12 +118,34 @@ class BertConfig:
 
     @property
     def head_size(self) -> int:
+        """The width of one attention head, `hidden_size // num_heads`."""
         return self.hidden_size // self.num_heads
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "BertConfig":
-        """The config of a size preset (`PRESETS`). Pretrained checkpoints and every other name
-        kbert builds from are in the one registry, `kbert.presets`."""
+        """The config of a size preset, for a model with random weights.
+
+        The presets (`PRESETS`) are the paper's "base" and "large" and Google's small models
+        "tiny", "mini", "small" and "medium", all on the uncased 30,522-token vocabulary.
+        Pretrained checkpoints and every other name kbert builds from are in one registry,
+        `kbert.presets` (`BertBackbone.from_pretrained` reads them).
+
+        Args:
+            name: the size preset's name.
+            **overrides: fields to change, e.g. `hidden_dropout=0.0`.
+
+        Returns:
+            A `BertConfig`. An unknown name raises `ConfigError`.
+
+        Example:
+
+        >>> import kbert
+        >>> kbert.BertConfig.preset("base").num_layers
+        12
+        >>> config = kbert.BertConfig.preset("mini", hidden_dropout=0.0)
+        >>> config.num_layers, config.hidden_size, config.hidden_dropout
+        (4, 256, 0.0)
+        """
         if name not in PRESETS:
             raise ConfigError(f"Unknown size preset {name!r}; choose one of: "
                               f"{', '.join(PRESETS)} (checkpoints and weights presets: "
@@ -85,15 +153,55 @@ class BertConfig:
         return dataclasses.replace(PRESETS[name], **overrides)
 
     def with_rates_from(self, kwargs: dict) -> "BertConfig":
-        """This config with the dropout rates that `kwargs` holds (`pop_rates`)."""
+        """This config with the dropout rates that `kwargs` holds, taken out of it.
+
+        Args:
+            kwargs: a dict of keyword arguments; its `hidden_dropout` and `attention_dropout`
+                are removed (`pop_rates`).
+
+        Returns:
+            A `BertConfig` (this one when `kwargs` holds no rate).
+
+        Example:
+
+        >>> import kbert
+        >>> kwargs = {"hidden_dropout": 0.0, "num_classes": 2}
+        >>> kbert.BertConfig.preset("tiny").with_rates_from(kwargs).hidden_dropout
+        0.0
+        >>> kwargs
+        {'num_classes': 2}
+        """
         rates = pop_rates(kwargs)
         return dataclasses.replace(self, **rates) if rates else self
 
     def to_dict(self) -> dict:
+        """The fields as a dict (JSON-ready; `from_dict` reads it back).
+
+        Example:
+
+        >>> import kbert
+        >>> kbert.BertConfig.preset("tiny").to_dict()["num_heads"]
+        2
+        """
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, values: dict) -> "BertConfig":
+        """A config from `to_dict`'s dict; missing fields take their defaults.
+
+        Args:
+            values: field name → value. An unknown field raises `ConfigError`.
+
+        Returns:
+            A `BertConfig`.
+
+        Example:
+
+        >>> import kbert
+        >>> config = kbert.BertConfig.preset("tiny")
+        >>> kbert.BertConfig.from_dict(config.to_dict()) == config
+        True
+        """
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ConfigError(f"Unknown BertConfig fields: {sorted(unknown)}.")
@@ -101,7 +209,30 @@ class BertConfig:
 
     @classmethod
     def from_hf_config(cls, path_or_dict) -> "BertConfig":
-        """Reads a Hugging Face BERT `config.json` (a path, a directory holding it, or a dict)."""
+        """A config from a Hugging Face BERT `config.json`.
+
+        Hugging Face's "gelu" is the exact GELU; its "gelu_new" and "gelu_pytorch_tanh" are
+        the tanh form ("gelu_tanh" here). Keys other than the sizes and numerics (labels,
+        `architectures`) are ignored; only `model_type` "bert" with absolute positions is read.
+
+        Args:
+            path_or_dict: the file's path, a directory holding `config.json`, or its contents
+                as a dict.
+
+        Returns:
+            A `BertConfig`. A missing or invalid file, or a value that cannot describe a BERT
+            model, raises `ConfigError`.
+
+        Example:
+
+        >>> import kbert
+        >>> config = kbert.BertConfig.from_hf_config({
+        ...     "model_type": "bert", "vocab_size": 30522, "hidden_size": 384,
+        ...     "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536,
+        ...     "hidden_act": "gelu_new"})
+        >>> config.num_layers, config.num_heads, config.hidden_act
+        (6, 12, 'gelu_tanh')
+        """
         values, source = _read_json(path_or_dict, "config.json")
         if values.get("model_type", "bert") != "bert":
             raise ConfigError(f"{source}: not a BERT config: model_type is "
@@ -113,7 +244,28 @@ class BertConfig:
 
     @classmethod
     def from_google_config(cls, path_or_dict) -> "BertConfig":
-        """Reads an original Google `bert_config.json` (a path, its directory, or a dict)."""
+        """A config from the original Google release's `bert_config.json`.
+
+        Google's "gelu" is the tanh approximation ("gelu_tanh" here); "gelu_exact" (which
+        `to_google_config` writes) is the exact form.
+
+        Args:
+            path_or_dict: the file's path, a directory holding `bert_config.json`, or its
+                contents as a dict.
+
+        Returns:
+            A `BertConfig`. A missing or invalid file, or a value that cannot describe a BERT
+            model, raises `ConfigError`.
+
+        Example:
+
+        >>> import kbert
+        >>> config = kbert.BertConfig.from_google_config({
+        ...     "vocab_size": 30522, "hidden_size": 128, "num_hidden_layers": 2,
+        ...     "num_attention_heads": 2, "intermediate_size": 512, "hidden_act": "gelu"})
+        >>> config == kbert.BertConfig.preset("tiny", hidden_act="gelu_tanh")
+        True
+        """
         values, source = _read_json(path_or_dict, "bert_config.json")
         return cls._from_common(values, _GOOGLE_ACTIVATIONS, source)
 
@@ -134,7 +286,20 @@ class BertConfig:
         return cls(**fields)
 
     def to_hf_config(self) -> dict:
-        """The Hugging Face `config.json` contents for this model."""
+        """The Hugging Face `config.json` contents for this model (a `BertModel`).
+
+        Returns:
+            A JSON-ready dict; `from_hf_config` reads it back.
+
+        Example:
+
+        >>> import kbert
+        >>> hf = kbert.BertConfig.preset("tiny").to_hf_config()
+        >>> hf["num_hidden_layers"], hf["hidden_act"]
+        (2, 'gelu')
+        >>> kbert.BertConfig.from_hf_config(hf) == kbert.BertConfig.preset("tiny")
+        True
+        """
         return {
             "architectures": ["BertModel"],
             "model_type": "bert",
@@ -143,7 +308,8 @@ class BertConfig:
             "num_hidden_layers": self.num_layers,
             "num_attention_heads": self.num_heads,
             "intermediate_size": self.intermediate_size,
-            "hidden_act": {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}[self.hidden_act],
+            "hidden_act": {"gelu": "gelu", "gelu_tanh": "gelu_new",
+                           "relu": "relu"}[self.hidden_act],
             "hidden_dropout_prob": self.hidden_dropout,
             "attention_probs_dropout_prob": self.attention_dropout,
             "max_position_embeddings": self.max_position_embeddings,
@@ -155,15 +321,29 @@ class BertConfig:
         }
 
     def to_google_config(self) -> dict:
-        """The original release's `bert_config.json`. Its "gelu" is the tanh form; an exact-GELU
-        model is written as "gelu_exact" so that no reader computes the wrong function."""
+        """The original Google release's `bert_config.json` contents for this model.
+
+        Its "gelu" is the tanh form; an exact-GELU model is written as "gelu_exact", so that no
+        reader computes the wrong function. The file has no `layer_norm_eps` (Google's is
+        1e-12).
+
+        Returns:
+            A JSON-ready dict; `from_google_config` reads it back.
+
+        Example:
+
+        >>> import kbert
+        >>> kbert.BertConfig.preset("tiny").to_google_config()["hidden_act"]
+        'gelu_exact'
+        """
         return {
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "num_hidden_layers": self.num_layers,
             "num_attention_heads": self.num_heads,
             "intermediate_size": self.intermediate_size,
-            "hidden_act": {"gelu_tanh": "gelu", "gelu": "gelu_exact", "relu": "relu"}[self.hidden_act],
+            "hidden_act": {"gelu_tanh": "gelu", "gelu": "gelu_exact",
+                           "relu": "relu"}[self.hidden_act],
             "hidden_dropout_prob": self.hidden_dropout,
             "attention_probs_dropout_prob": self.attention_dropout,
             "max_position_embeddings": self.max_position_embeddings,
@@ -173,8 +353,24 @@ class BertConfig:
 
 
 def pop_rates(kwargs: dict) -> dict:
-    """The dropout rates (`RATE_FIELDS`) in `kwargs`, taken out of it: the fields a loader may
-    change on a checkpoint's config, as no weight depends on them."""
+    """The dropout rates (`RATE_FIELDS`) in `kwargs`, taken out of it.
+
+    They are the fields a loader may change on a checkpoint's config, as no weight depends on
+    them.
+
+    Args:
+        kwargs: a dict of keyword arguments, changed in place.
+
+    Returns:
+        A dict of the `hidden_dropout` and `attention_dropout` that `kwargs` held.
+
+    Example:
+
+    >>> from kbert.config import pop_rates
+    >>> kwargs = {"attention_dropout": 0.0, "dtype": "float32"}
+    >>> pop_rates(kwargs), kwargs
+    ({'attention_dropout': 0.0}, {'dtype': 'float32'})
+    """
     return {name: kwargs.pop(name) for name in RATE_FIELDS if name in kwargs}
 
 
@@ -230,8 +426,9 @@ def _sized(layers, hidden, heads):
                       intermediate_size=4 * hidden)
 
 
-# Google's paper sizes (BASE, LARGE) and its family of small models (Turc et al., 2019), whose
-# heads are hidden/64; all use the uncased 30,522-token WordPiece vocabulary.
+# Google's paper sizes (BASE, LARGE) and its family of small models (Turc et al.,
+# https://arxiv.org/abs/1908.08962), whose heads are hidden/64; all use the uncased
+# 30,522-token WordPiece vocabulary.
 PRESETS = {
     "tiny": _sized(2, 128, 2),
     "mini": _sized(4, 256, 4),

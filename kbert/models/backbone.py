@@ -12,9 +12,29 @@ from kbert.models.xla import default_jit_compile
 
 
 def check_model_kwargs(cls, kwargs):
-    """Refuses keywords other than `name`, `trainable` and `frozen_layers`: Keras' functional
-    constructor keeps the first two and silently drops the rest, so `dropout=0.0` would train
-    with 0.1. Returns `frozen_layers` (`kbert.models.frozen_layers`), taken out of `kwargs`."""
+    """Refuses a model's keywords other than `name`, `trainable` and `frozen_layers`.
+
+    Keras' functional constructor keeps the first two and silently drops the rest, so
+    `dropout=0.0` would train with 0.1; a dropout keyword's error names the `BertConfig` fields.
+
+    Args:
+        cls: the model class, named in the error.
+        kwargs: the constructor's remaining keyword arguments; `frozen_layers` is taken out.
+
+    Returns:
+        The `frozen_layers` names (`kbert.models.frozen_layers`), or an empty tuple.
+
+    Example:
+
+    >>> import kbert
+    >>> from kbert.models.backbone import check_model_kwargs
+    >>> check_model_kwargs(kbert.BertBackbone, {"name": "encoder"})
+    ()
+    >>> check_model_kwargs(kbert.BertBackbone, {"dropout": 0.0})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: BertBackbone got unexpected keyword argument(s) dropout. The encoder's dropout...
+    """
     unknown = sorted(set(kwargs) - {"name", "trainable", "frozen_layers"})
     if unknown:
         hint = (" The encoder's dropout rates are BertConfig fields (hidden_dropout, "
@@ -25,39 +45,68 @@ def check_model_kwargs(cls, kwargs):
     return kwargs.pop("frozen_layers", None) or ()
 
 
-
-
 @keras.saving.register_keras_serializable(package="kbert")
 class BertBackbone(keras.Model):
     """The BERT encoder: embeddings, `num_layers` post-LN Transformer blocks and the pooler.
 
-    Inputs are a dict of int32 [batch, seq] tensors: `token_ids`, `segment_ids` and
-    `padding_mask` (1 for real tokens). Outputs are a dict with `sequence_output`
-    [batch, seq, hidden] and `pooled_output` [batch, hidden] (dense + tanh on `[CLS]`), plus
-    `hidden_states` (the embedding output and every block's output, num_layers + 1 tensors) with
-    `output_hidden_states`, and `attention_probs` (one [batch, heads, seq, seq] per block) with
-    `output_attentions`. `causal=True` gives the paper's left-to-right ablation: each token
-    sees only itself and those before it, and the pooler reads the last real token (the one that
-    has seen the whole sequence, as GPT's classifier does) instead of `[CLS]`, which would see
-    only itself. A causal backbone saves as a Hugging Face `is_decoder` model. Otherwise the
-    pooled `[CLS]` state comes from the last block's output computed apart at that one token, so
-    a model that reads only `pooled_output` (a classifier) skips the rest of the last block;
-    `backbone(inputs, output_positions=positions)` adds `output_at_positions`, computed with it,
-    so a masked LM (`BertPretrainer`) runs the last block only where its losses read.
+    A functional Keras model, dict in and dict out, with new random weights;
+    `BertBackbone.from_pretrained` loads a checkpoint's. Layer names are stable (`embeddings`,
+    `transformer_layer_{i}`, `pooler`), so checkpoints map onto them one to one
+    (`kbert.convert`).
 
-    `attention_implementation` ("auto", "einsum", "fused", "xla" or "flash") picks the kernel;
-    "auto" runs, on the JAX backend on an NVIDIA GPU in bf16/fp16, cuDNN's fused attention, or
-    kbert's flash kernel when training with attention dropout; kbert's einsum everywhere else
-    (the TensorFlow backend included). `kbert.layers.attention_kernel` has the rules and why.
+    Args:
+        config: a `BertConfig`: the sizes and dropout rates.
+        causal: bool. The paper's left-to-right ablation: each token attends only to itself and
+            those before it, and the pooler reads the last real token (the one that has seen
+            the whole sequence, as GPT's classifier does) instead of `[CLS]`, which would see
+            only itself. A causal backbone saves as a Hugging Face `is_decoder` model.
+        output_hidden_states: bool. Also return `hidden_states`.
+        output_attentions: bool. Also return `attention_probs`.
+        dtype: a Keras dtype policy or its name (e.g. "mixed_bfloat16"); None for Keras'
+            global policy. The task models built on the backbone compute in it too.
+        attention_implementation: the attention kernel: "auto", "einsum", "fused", "xla" or
+            "flash". "auto" runs cuDNN's fused attention on the JAX backend on an NVIDIA GPU
+            in bfloat16 or float16 (kbert's flash kernel when training with attention
+            dropout), and kbert's einsum everywhere else, the TensorFlow backend included.
+            `kbert.layers.attention_kernel` has the rules and why.
+        **kwargs: `name`, `trainable`, and `frozen_layers` (names of layers kept frozen
+            through saving, `kbert.models.frozen_layers`). Any other keyword raises
+            `TypeError`: Keras would drop it silently.
 
-    >>> backbone = BertBackbone(BertConfig.preset("tiny"))
-    >>> ids = np.array([[101, 7592, 102, 0]])
-    >>> out = backbone({"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": ids > 0})
-    >>> out["pooled_output"].shape
-    (1, 128)
+    Call arguments:
+        inputs: a dict of int32 [batch, seq] tensors: `token_ids`, `segment_ids` and
+            `padding_mask` (1 on real tokens, 0 on padding).
+        training: bool. Whether dropout applies.
+        output_positions: optional int32 [batch, n] positions (a masked LM's): adds
+            `output_at_positions` [batch, n, hidden].
 
-    Layer names are stable (`embeddings`, `transformer_layer_{i}`, `pooler`) so checkpoints map
-    onto them one to one; see `kbert.convert`.
+    Returns:
+        A dict: `sequence_output` [batch, seq, hidden], the last block's output, and
+        `pooled_output` [batch, hidden], dense + tanh on `[CLS]`'s final state. The last block
+        computes `[CLS]` (and `output_positions`) apart, so a model that reads only
+        `pooled_output` (a classifier) or `output_at_positions` (`BertPretrainer`) skips the
+        rest of that block. With `output_hidden_states`, `hidden_states`: the embedding output
+        and every block's output (num_layers + 1 tensors [batch, seq, hidden]); with
+        `output_attentions`, `attention_probs`: one [batch, heads, seq, seq] per block.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> ids = np.array([[101, 7592, 2088, 102, 0, 0]])  # [CLS] hello world [SEP], padding
+    >>> inputs = {"token_ids": ids, "segment_ids": np.zeros_like(ids),
+    ...           "padding_mask": (ids > 0).astype("int32")}
+    >>> outputs = backbone(inputs)
+    >>> tuple(outputs["sequence_output"].shape), tuple(outputs["pooled_output"].shape)
+    ((1, 6, 128), (1, 128))
+
+    Every layer's output:
+
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"),
+    ...                               output_hidden_states=True)
+    >>> len(backbone(inputs)["hidden_states"])
+    3
     """
 
     serving_task = "backbone"
@@ -121,10 +170,12 @@ class BertBackbone(keras.Model):
         self._fused = fused
 
     def call(self, inputs, training=None, mask=None, output_positions=None):
-        """The functional graph; with `output_positions` [batch, n] (int32, a masked LM's
-        positions) also `output_at_positions` [batch, n, hidden], the last block run at `[CLS]`
-        and those positions only where no other output is read (`_encode`): `BertPretrainer`
-        calls it so. The hidden states and attention maps asked for at construction come too."""
+        """Runs the encoder: see the class's "Call arguments" and "Returns".
+
+        With `output_positions` [batch, n] (int32, a masked LM's positions) the output also
+        holds `output_at_positions` [batch, n, hidden], the last block run at `[CLS]` and
+        those positions only (`_encode`); `BertPretrainer` calls it so.
+        """
         if output_positions is None:
             return super().call(inputs, training=training, mask=mask)
         x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training)
@@ -150,14 +201,36 @@ class BertBackbone(keras.Model):
         return spec
 
     def compile(self, *args, jit_compile="auto", **kwargs):
-        """Keras' `compile`, with XLA chosen by kbert when left "auto" (`kbert.models.xla`)."""
+        """Keras' `compile`; `jit_compile="auto"` lets kbert choose XLA (`kbert.models.xla`)."""
         super().compile(*args, jit_compile=default_jit_compile(jit_compile, self.dtype_policy),
                         **kwargs)
 
     def predict(self, x, *args, **kwargs):
-        """Keras' `predict`, after packed arrays are checked against this model's tables (under
-        XLA an id beyond them would read a clamped row, not fail); a dataset's batches are
-        checked as they are read (`kbert.tensorflow_input_checks`)."""
+        """Keras' `predict`, after the inputs are checked against this model's tables.
+
+        Under XLA an id beyond a table would read a clamped row, not fail, so packed arrays are
+        checked whole and a dataset's batches as they are read
+        (`kbert.tensorflow_input_checks`).
+
+        Args:
+            x: the packed inputs (a dict of arrays) or a dataset of them.
+            *args: Keras' `predict` arguments.
+            **kwargs: Keras' `predict` arguments (e.g. `batch_size`, `verbose`).
+
+        Returns:
+            The output dict as numpy arrays.
+
+        Example:
+
+        >>> import numpy as np
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> ids = np.array([[101, 7592, 102], [101, 2088, 102]])
+        >>> outputs = backbone.predict({"token_ids": ids, "segment_ids": 0 * ids,
+        ...                             "padding_mask": np.ones_like(ids)}, verbose=0)
+        >>> outputs["pooled_output"].shape
+        (2, 128)
+        """
         if isinstance(x, dict):
             check_packed_inputs(model_limits(self), x)
         elif isinstance(getattr(x, "element_spec", None), dict) and hasattr(x, "map"):
@@ -172,6 +245,7 @@ class BertBackbone(keras.Model):
         return self.embeddings.token_embedding
 
     def get_config(self):
+        """The constructor's arguments, JSON-ready (`from_config` rebuilds the backbone)."""
         return {
             "config": self.config.to_dict(),
             "causal": self.causal,
@@ -186,8 +260,11 @@ class BertBackbone(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        """The constructor refuses a kernel that cannot run here; a saved model that names one
-        loads with "auto" instead (`attention_kernel.runnable_here`)."""
+        """The backbone `get_config`'s dict describes (what `keras.saving.load_model` calls).
+
+        The constructor refuses an attention kernel that cannot run here; a saved model that
+        names one loads with "auto" instead (`attention_kernel.runnable_here`).
+        """
         config = dict(config)
         config["config"] = bert_config = BertConfig.from_dict(config["config"])
         if isinstance(config.get("dtype"), dict):
@@ -200,13 +277,33 @@ class BertBackbone(keras.Model):
 
     @classmethod
     def from_pretrained(cls, path_or_preset, allow_pickle=False, **kwargs):
-        """A backbone with pretrained weights from a Hugging Face directory, an original Google
-        TF1 checkpoint, a keras-hub preset directory, or a kbert weights preset name.
+        """A backbone with pretrained weights.
 
-        `kwargs` (e.g. `output_hidden_states`, `dtype`) go to the constructor, except the
-        dropout rates `hidden_dropout` and `attention_dropout`, which replace the checkpoint's
-        (no weight depends on them). Pickled PyTorch
-        files are refused unless `allow_pickle=True`: unpickling runs arbitrary code.
+        Args:
+            path_or_preset: a kbert weights preset name (e.g. "minilm_l6_h384_uncased"), or a
+                directory holding a Hugging Face checkpoint, an original Google TF1 checkpoint,
+                a keras-hub preset or a `kbert finetune` run. A size preset has no weights and
+                raises `FileNotFoundError`: build `BertBackbone(BertConfig.preset(name))`.
+            allow_pickle: bool. Whether a pickled PyTorch file (`pytorch_model.bin`) may be
+                read; unpickling runs arbitrary code, so trust the file first.
+            **kwargs: constructor arguments (e.g. `output_hidden_states`, `dtype`), and the
+                dropout rates `hidden_dropout` and `attention_dropout`, which replace the
+                checkpoint's (no weight depends on them).
+
+        Returns:
+            A `BertBackbone` (or an instance of the subclass it is called on).
+
+        Example:
+
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone.from_pretrained("minilm_l6_h384_uncased")
+        >>> backbone.config.num_layers, backbone.config.hidden_size
+        (6, 384)
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=16)
+        >>> outputs = backbone(preprocessor(["The quick brown fox.", "Hello world!"]))
+        >>> tuple(outputs["sequence_output"].shape)
+        (2, 16, 384)
         """
         return presets.load_backbone(path_or_preset, cls=cls, allow_pickle=allow_pickle,
                                      require_weights=True, **kwargs)
@@ -228,9 +325,8 @@ def _encode(x, padding_mask, blocks, causal, output_attentions, fused, positions
     The pooler reads `[CLS]`'s state, which the last block computes apart at that one query
     (`TransformerEncoderBlock(query=...)`) from the keys and values of its full call: equal to
     the full output's first row, and a model that reads only `pooled_output` (a classifier)
-    then never runs the last block's attention and FFN over the whole sequence,
-    since XLA and TensorFlow's graph pruning drop what no output needs. On BERT-mini (4 blocks)
-    a classifier's training step ran 1.12-1.18x as fast. The output at `positions` (a masked
+    then never runs the last block's attention and FFN over the whole sequence, since XLA and
+    TensorFlow's graph pruning drop what no output needs. The output at `positions` (a masked
     LM's) comes from the same query call, `[CLS]` and those positions together. A causal model
     pools its last real token, and a call that returns attention maps `[CLS]`'s row, from the
     full output; their output at `positions` is gathered from it.

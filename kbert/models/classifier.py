@@ -14,23 +14,53 @@ from kbert.text.preprocessor import BertPreprocessor
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertClassifier(BertSentenceTask):
-    """The paper's GLUE model: pooled `[CLS]` output → dropout → dense.
+    """Sentence and sentence-pair classification, or regression: the paper's GLUE model.
 
-    Inputs: the backbone's dict (`token_ids`, `segment_ids`, `padding_mask`, int32 [batch, seq]).
-    A sentence pair is one input packed as `[CLS] A [SEP] B [SEP]` by `BertPreprocessor`, so the
-    model is the same for single sentences and pairs.
+    The pooled `[CLS]` output → dropout → dense. A sentence pair is one input, packed as
+    `[CLS] A [SEP] B [SEP]` by a `BertPreprocessor`, so the model is the same for single
+    sentences and pairs. `compile()` defaults: sparse categorical cross-entropy on the logits
+    and `accuracy` for classification; mean squared error with the metrics `mse` and `pearson`
+    (over all the examples seen, `kbert.models.pearson.Pearson`, not Keras' mean of per-batch
+    correlations) for regression.
 
-    Output: logits [batch, num_classes]. `num_classes=1` makes a regression model (STS-B): the
-    output [batch, 1] is the predicted score.
+    Args:
+        backbone: a `BertBackbone`.
+        num_classes: int. The number of classes; 1 makes a regression model (STS-B) whose
+            output is the predicted score.
+        dropout: float. The dropout rate on the pooled output.
+        sentence_pair: whether the model reads pairs (None: unknown). A `fit` on raw text
+            records the form it was given; it is saved with the model, and
+            `kbert.export_saved_model` serves that form unless told otherwise.
+        preprocessor: optional; a `BertPreprocessor`, with which `fit`, `evaluate` and
+            `predict` take raw text: strings, or a tuple `(texts_a, texts_b)` of pairs.
+        **kwargs: `name`, `trainable` and `frozen_layers`, as for `BertBackbone`.
 
-    `compile()` defaults: sparse categorical cross-entropy on the logits and `accuracy` for
-    classification; mean squared error with `mse` and `pearson` (over all the examples seen,
-    `kbert.models.pearson.Pearson`, not Keras' mean of per-batch correlations) for regression.
+    Call arguments:
+        inputs: the backbone's dict: `token_ids`, `segment_ids` and `padding_mask`, int32
+            [batch, seq].
 
-    `sentence_pair`: whether it reads pairs, recorded by a `fit` on raw text
-    (`BertSentenceTask`).
+    Returns:
+        The logits [batch, num_classes] (with `num_classes=1`, the scores [batch, 1]).
 
-    >>> model = BertClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=3)
+    Example:
+
+    >>> import numpy as np
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> model = kbert.BertClassifier(backbone, num_classes=3)
+    >>> ids = np.array([[101, 7592, 102, 2088, 102]])  # [CLS] hello [SEP] world [SEP]
+    >>> logits = model({"token_ids": ids, "segment_ids": np.array([[0, 0, 0, 1, 1]]),
+    ...                 "padding_mask": np.ones_like(ids)})
+    >>> tuple(logits.shape)
+    (1, 3)
+
+    Raw text, with a preprocessor:
+
+    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+    >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=16)
+    >>> model = kbert.BertClassifier(backbone, num_classes=2, preprocessor=preprocessor)
+    >>> model.predict((["A man plays a guitar."], ["Someone makes music."]), verbose=0).shape
+    (1, 2)
     """
 
     serving_task = "classifier"
@@ -66,14 +96,23 @@ class BertClassifier(BertSentenceTask):
 
     @property
     def is_regression(self):
+        """Whether the model predicts one score (`num_classes=1`)."""
         return self.num_classes == 1
 
     @property
     def label_classes(self):
+        """How many classes the labels index; None for regression."""
         return None if self.is_regression else self.num_classes
 
     def compile(self, optimizer="auto", loss=None, metrics=None, **kwargs):
-        """Compiles with the task's standard loss and metrics unless others are given."""
+        """Keras' `compile`, with the task's standard loss and metrics unless others are given.
+
+        Args:
+            optimizer: a Keras optimizer, or "auto" (`BertTask.compile`).
+            loss: default: cross-entropy from the logits; mean squared error for regression.
+            metrics: default: `accuracy`; `mse` and `pearson` for regression.
+            **kwargs: `BertTask.compile`'s arguments (e.g. `jit_compile`).
+        """
         if not self.is_regression:
             loss, metrics = classification_defaults(loss, metrics)
         if loss is None:

@@ -20,19 +20,44 @@ COMBINES = ("concat", "mean", "sum")
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertFeatureExtractor(BertTask):
-    """Frozen BERT → the hidden states of `layers`, combined.
+    """Frozen BERT as a feature front end: the hidden states of chosen layers, combined.
 
-    `layers` index the backbone's `hidden_states` list (num_layers + 1 entries: 0 is the
-    embedding output, -1 the last block). `combine` is "concat" (the paper's choice: features of
-    size len(layers) * hidden), "mean" or "sum" (size hidden).
+    The paper's feature-based use (CoNLL NER) feeds other models the hidden states of BERT's
+    last layers and never updates BERT. The extractor is frozen for good (`trainable` is
+    always False, whatever an enclosing model sets) and BERT always runs in inference mode (no
+    dropout), also inside a model being fit. A backbone built without `output_hidden_states`
+    is copied into one built with it (same weights).
 
-    Inputs: the backbone's dict. Output: float [batch, seq, features] (padding positions hold
-    values too; mask them with `padding_mask`).
+    Args:
+        backbone: a `BertBackbone`.
+        layers: int or ints. Indices into the backbone's `hidden_states` (num_layers + 1
+            entries: 0 is the embedding output, -1 the last block's).
+        combine: "concat" (the paper's choice: features of size len(layers) * hidden),
+            "mean" or "sum" (size hidden).
+        preprocessor: optional; a `BertPreprocessor`, with which `predict` takes raw text.
+        **kwargs: `name`, as for `BertBackbone`.
 
-    The extractor is frozen for good (`trainable` is always False, whatever an enclosing model
-    sets) and BERT always runs in inference mode (no dropout), also inside a model being fit.
-    A backbone built without `output_hidden_states` is copied into
-    one built with it (same weights).
+    Call arguments:
+        inputs: the backbone's dict: `token_ids`, `segment_ids` and `padding_mask`, int32
+            [batch, seq].
+
+    Returns:
+        The features, float [batch, seq, feature_size]. Padding positions hold values too:
+        mask them with `padding_mask`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> extractor = kbert.BertFeatureExtractor(backbone, layers=(-2, -1))
+    >>> ids = np.array([[101, 7592, 2088, 102]])  # [CLS] hello world [SEP]
+    >>> features = extractor({"token_ids": ids, "segment_ids": np.zeros_like(ids),
+    ...                       "padding_mask": np.ones_like(ids)})
+    >>> tuple(features.shape), extractor.feature_size
+    ((1, 4, 256), 256)
+    >>> extractor.trainable, len(extractor.trainable_weights)
+    (False, 0)
     """
 
     serving_task = "feature_extractor"
@@ -73,6 +98,7 @@ class BertFeatureExtractor(BertTask):
 
     @property
     def trainable(self):
+        """Always False: the extractor stays frozen; fine-tune the backbone to train BERT."""
         return False
 
     @trainable.setter
@@ -91,6 +117,7 @@ class BertFeatureExtractor(BertTask):
 
     @property
     def feature_size(self):
+        """The size of each token's features (the output's last axis)."""
         hidden = self.backbone.config.hidden_size
         return hidden * len(self.feature_layers) if self.combine == "concat" else hidden
 
@@ -104,7 +131,21 @@ class BertFeatureExtractor(BertTask):
 
 @keras.saving.register_keras_serializable(package="kbert")
 class PaddingToMask(keras.layers.Layer):
-    """int `padding_mask` [batch, seq] → the boolean mask Keras' recurrent layers take."""
+    """The int `padding_mask` [batch, seq] as the boolean mask Keras' recurrent layers take.
+
+    Call arguments:
+        padding_mask: int [batch, seq], 1 on real tokens.
+
+    Returns:
+        bool [batch, seq].
+
+    Example:
+
+    >>> import numpy as np
+    >>> from kbert.models.feature_extractor import PaddingToMask
+    >>> PaddingToMask()(np.array([[1, 1, 0]])).numpy().tolist()
+    [[True, True, False]]
+    """
 
     def call(self, padding_mask):
         return keras.ops.cast(padding_mask, "bool")
@@ -115,14 +156,46 @@ class PaddingToMask(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertFeatureClassifier(BertSentenceTask):
-    """The paper's feature-based use for sentence (or pair) classification: a small classifier
-    trained on frozen BERT features. The chosen layers' hidden states (`BertFeatureExtractor`)
-    feed a BiLSTM over the masked sequence → dropout → dense logits [batch, num_classes]. Only
-    the BiLSTM and the dense layer train. `sentence_pair`: whether it reads pairs, recorded by
-    a `fit` on raw text (`BertSentenceTask`).
+    """Sentence (or pair) classification on frozen BERT features, the paper's feature-based use.
 
-    >>> model = BertFeatureClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=2,
-    ...                               layers=(-2, -1))  # tiny has 2 blocks: 3 hidden states
+    The chosen layers' hidden states (`BertFeatureExtractor`, concatenated) feed a BiLSTM over
+    the masked sequence → dropout → dense logits. Only the BiLSTM and the dense layer train.
+    `compile()` defaults: cross-entropy from the logits and `accuracy`.
+
+    Args:
+        backbone: a `BertBackbone`; it stays frozen.
+        num_classes: int, at least 2. The number of classes.
+        layers: ints. Indices into the backbone's `hidden_states` (num_layers + 1 entries:
+            0 is the embedding output, -1 the last block's).
+        lstm_units: int. The BiLSTM's units in each direction.
+        dropout: float. The dropout rate before the dense layer.
+        sentence_pair: whether the model reads pairs (None: unknown), recorded by a `fit` on
+            raw text and saved with the model (as for `BertClassifier`).
+        preprocessor: optional; a `BertPreprocessor`, with which `fit`, `evaluate` and
+            `predict` take raw text.
+        **kwargs: `name`, `trainable` and `frozen_layers`, as for `BertBackbone`.
+
+    Call arguments:
+        inputs: the backbone's dict: `token_ids`, `segment_ids` and `padding_mask`, int32
+            [batch, seq].
+
+    Returns:
+        The logits [batch, num_classes].
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> model = kbert.BertFeatureClassifier(backbone, num_classes=2, layers=(-2, -1),
+    ...                                     lstm_units=8)  # tiny has 3 hidden states
+    >>> ids = np.array([[101, 7592, 2088, 102]])
+    >>> logits = model({"token_ids": ids, "segment_ids": np.zeros_like(ids),
+    ...                 "padding_mask": np.ones_like(ids)})
+    >>> tuple(logits.shape)
+    (1, 2)
+    >>> len(model.trainable_weights)  # the BiLSTM's 2 x 3 and the dense layer's 2
+    8
     """
 
     serving_task = "classifier"
@@ -154,10 +227,19 @@ class BertFeatureClassifier(BertSentenceTask):
 
     @property
     def label_classes(self):
+        """How many classes the labels index: `num_classes`."""
         return self.num_classes
 
     def compile(self, optimizer="auto", loss=None, metrics=None, **kwargs):
-        """Compiles with cross-entropy and `accuracy` unless others are given."""
+        """Keras' `compile`, with cross-entropy and `accuracy` unless others are given.
+
+        Args:
+            optimizer: a Keras optimizer, or "auto" (`BertTask.compile`: Adam at 1e-3, since
+                only the new head trains).
+            loss: default: cross-entropy from the logits.
+            metrics: default: `accuracy`.
+            **kwargs: `BertTask.compile`'s arguments.
+        """
         loss, metrics = classification_defaults(loss, metrics)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 

@@ -14,7 +14,15 @@ from kbert.text.preprocessor import BertPreprocessor
 
 @keras.saving.register_keras_serializable(package="kbert")
 class FoldChoices(keras.layers.Layer):
-    """[batch, choices, seq] → [batch * choices, seq], so each choice is one BERT input."""
+    """Folds [batch, choices, seq] into [batch * choices, seq], so each choice is one BERT input.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from kbert.models.multiple_choice import FoldChoices
+    >>> tuple(FoldChoices()(np.zeros((2, 4, 16), "int32")).shape)
+    (8, 16)
+    """
 
     def call(self, x):
         return keras.ops.reshape(x, (-1, keras.ops.shape(x)[-1]))
@@ -26,7 +34,18 @@ class FoldChoices(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="kbert")
 class UnfoldChoices(keras.layers.Layer):
-    """[batch * choices, 1] scores → [batch, choices] logits."""
+    """Unfolds [batch * choices, 1] scores into [batch, choices] logits.
+
+    Args:
+        num_choices: int. The choices of each question.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from kbert.models.multiple_choice import UnfoldChoices
+    >>> UnfoldChoices(2)(np.array([[0.5], [1.5], [2.0], [-1.0]])).numpy().tolist()
+    [[0.5, 1.5], [2.0, -1.0]]
+    """
 
     def __init__(self, num_choices, **kwargs):
         super().__init__(**kwargs)
@@ -45,14 +64,48 @@ class UnfoldChoices(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertMultipleChoice(BertTask):
-    """The paper's SWAG model: each choice is packed with its context as a pair
-    (`[CLS] question [SEP] choice [SEP]`), scored by a dense layer on the pooled output, and
-    the scores of one question's choices are its logits.
+    """Multiple choice: one score per choice, softmax over the choices (the paper's SWAG model).
 
-    Inputs: the backbone's dict with every tensor int32 [batch, num_choices, seq]
-    (`kbert.data.tasks` builds them). Output: logits [batch, num_choices]; the target is the
-    index of the right choice. `compile()` defaults to cross-entropy from the logits (the
-    softmax over choices) and `accuracy`.
+    Each choice is packed with its context as a pair (`[CLS] question [SEP] choice [SEP]`),
+    scored by a dense layer on the pooled output, and the scores of one question's choices are
+    its logits; the target is the index of the right choice. `compile()` defaults to
+    cross-entropy from the logits (the softmax over choices) and `accuracy`.
+
+    Args:
+        backbone: a `BertBackbone`.
+        num_choices: int, at least 2. The choices of every question.
+        dropout: float. The dropout rate on the pooled output.
+        preprocessor: optional; a `BertPreprocessor`, with which `fit`, `evaluate` and
+            `predict` take raw `(questions, choices)`: choices as one list (or row) of
+            `num_choices` strings per question.
+        **kwargs: `name`, `trainable` and `frozen_layers`, as for `BertBackbone`.
+
+    Call arguments:
+        inputs: the backbone's dict with every tensor int32 [batch, num_choices, seq]
+            (`kbert.data.tasks` builds them).
+
+    Returns:
+        The logits [batch, num_choices].
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> model = kbert.BertMultipleChoice(backbone, num_choices=2)
+    >>> ids = np.array([[[101, 7592, 102, 2088, 102], [101, 7592, 102, 2154, 102]]])
+    >>> logits = model({"token_ids": ids, "segment_ids": np.array([[[0, 0, 0, 1, 1]] * 2]),
+    ...                 "padding_mask": np.ones_like(ids)})
+    >>> tuple(logits.shape)
+    (1, 2)
+
+    Raw text, with a preprocessor:
+
+    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+    >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=16)
+    >>> model = kbert.BertMultipleChoice(backbone, num_choices=2, preprocessor=preprocessor)
+    >>> model.predict((["The sky is"], [["blue.", "loud."]]), verbose=0).shape
+    (1, 2)
     """
 
     serving_task = "multiple_choice"
@@ -86,6 +139,7 @@ class BertMultipleChoice(BertTask):
 
     @property
     def label_classes(self):
+        """How many classes the labels index: `num_choices`."""
         return self.num_choices
 
     def _text_dataset(self, x, *args, **kwargs):
@@ -120,7 +174,15 @@ class BertMultipleChoice(BertTask):
         return x
 
     def compile(self, optimizer="auto", loss=None, metrics=None, **kwargs):
-        """Compiles with cross-entropy over the choices and `accuracy` unless others are given."""
+        """Keras' `compile`, with cross-entropy over the choices and `accuracy` unless others
+        are given.
+
+        Args:
+            optimizer: a Keras optimizer, or "auto" (`BertTask.compile`).
+            loss: default: cross-entropy from the logits.
+            metrics: default: `accuracy`.
+            **kwargs: `BertTask.compile`'s arguments.
+        """
         loss, metrics = classification_defaults(loss, metrics)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 

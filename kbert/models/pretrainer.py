@@ -13,26 +13,56 @@ NSP_LABELS = "next-sentence labels (0 = IsNext, 1 = NotNext)"
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertPretrainer(BertTask):
-    """Masked language modelling (+ next sentence prediction) on a `BertBackbone`.
+    """BERT pre-training: masked language modelling and next sentence prediction heads.
 
-    Inputs: the backbone's dict plus `masked_positions` [batch, predictions] (int32, padded with
-    any valid position). Outputs: `mlm` logits [batch, predictions, vocab] and, with `use_nsp`,
-    `nsp` logits [batch, 2] (class 0 = IsNext, 1 = NotNext, as in Google's data).
-
-    Targets for `fit` are `{"mlm": token ids [batch, predictions], "nsp": [batch]}` with sample
-    weights `{"mlm": 1.0 at real predictions, 0.0 at padding}`. `compile()` defaults to the
-    paper's losses (MLM loss averaged over real predictions only), its pre-training rate (Adam
-    at 1e-4), and the metrics `mlm_accuracy` (over real predictions) and `nsp_accuracy`.
-
-    `use_nsp=False` is the paper's "No NSP" ablation; a causal backbone
+    `compile()` defaults to the paper's losses (the MLM loss averaged over real predictions
+    only), its pre-training rate (Adam at 1e-4), and the metrics `mlm_accuracy` (over real
+    predictions) and `nsp_accuracy`. `fit`'s targets are `{"mlm": token ids [batch,
+    predictions], "nsp": [batch]}` with sample weights `{"mlm": 1.0 at real predictions, 0.0
+    at padding}`. `use_nsp=False` is the paper's "No NSP" ablation; a causal backbone
     (`BertBackbone(config, causal=True)`) with `use_nsp=False` and the next token as each
     position's target is the left-to-right LM ablation.
 
-    With a `preprocessor` (`kbert.text.BertMaskedLMPreprocessor`, as keras-hub's
-    `BertMaskedLM`), `fit` / `evaluate` take raw text, packed and masked afresh in the graph:
-    `fit(strings)` trains the masked LM alone, which needs `use_nsp=False`;
-    `fit((texts_a, texts_b), nsp_labels)` (0 IsNext, 1 NotNext) trains both heads. A mismatch
-    (NSP head without labels, labels without NSP head) is refused before training starts.
+    Args:
+        backbone: a `BertBackbone`; the MLM decoder shares its token embedding.
+        use_nsp: bool. Whether to add the next-sentence head.
+        preprocessor: optional; a `BertMaskedLMPreprocessor` (as keras-hub's
+            `BertMaskedLM`), with which `fit` and `evaluate` take raw text, packed and masked
+            afresh in the graph: `fit(strings)` trains the masked LM alone, which needs
+            `use_nsp=False`; `fit((texts_a, texts_b), nsp_labels)` (0 IsNext, 1 NotNext)
+            trains both heads. A mismatch (an NSP head without labels, labels without an NSP
+            head) raises `ValueError` before training starts.
+        **kwargs: `name`, `trainable` and `frozen_layers`, as for `BertBackbone`.
+
+    Call arguments:
+        inputs: the backbone's dict plus `masked_positions` [batch, predictions] (int32, the
+            positions to predict, padded with any valid position).
+
+    Returns:
+        A dict: `mlm`, logits [batch, predictions, vocab_size], and with `use_nsp`, `nsp`,
+        logits [batch, 2] (class 0 = IsNext, 1 = NotNext, as in Google's data).
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> model = kbert.BertPretrainer(backbone)
+    >>> ids = np.array([[101, 7592, 103, 102]])  # [CLS] hello [MASK] [SEP]
+    >>> outputs = model({"token_ids": ids, "segment_ids": np.zeros_like(ids),
+    ...                  "padding_mask": np.ones_like(ids), "masked_positions": np.array([[2]])})
+    >>> tuple(outputs["mlm"].shape), tuple(outputs["nsp"].shape)
+    ((1, 1, 30522), (1, 2))
+
+    The masked LM alone on raw text:
+
+    >>> model = kbert.BertPretrainer.from_pretrained("tiny", use_nsp=False, sequence_length=16)
+    >>> type(model.preprocessor).__name__
+    'BertMaskedLMPreprocessor'
+    >>> model.compile()
+    >>> history = model.fit(["The quick brown fox jumps over the lazy dog."] * 4, verbose=0)
+    >>> sorted(history.history)
+    ['loss', 'mlm_accuracy']
     """
 
     serving_task = "fill_mask"
@@ -72,7 +102,16 @@ class BertPretrainer(BertTask):
         self.nsp_head = nsp_head
 
     def compile(self, optimizer="auto", loss=None, weighted_metrics=None, **kwargs):
-        """Compiles with BERT's losses and metrics unless others are given."""
+        """Keras' `compile`, with BERT's losses and metrics unless others are given.
+
+        Args:
+            optimizer: a Keras optimizer, or "auto" for Adam at 1e-4 (`BertTask.compile`).
+            loss: default: `{"mlm": cross-entropy averaged over the weighted predictions,
+                "nsp": cross-entropy}`.
+            weighted_metrics: default: the accuracy of each head (logged as `mlm_accuracy`
+                and `nsp_accuracy`).
+            **kwargs: `BertTask.compile`'s arguments.
+        """
         if loss is None:
             loss = {"mlm": keras.losses.SparseCategoricalCrossentropy(
                 from_logits=True, reduction="mean_with_sample_weight")}
@@ -91,6 +130,7 @@ class BertPretrainer(BertTask):
         return {"use_nsp": self.use_nsp}
 
     def label_ranges(self, sequence_length):
+        """`{"mlm": vocabulary ids, "nsp": 2 classes}`, what `fit` checks dict labels against."""
         ranges = {"mlm": (self.backbone.config.vocab_size, "vocabulary ids")}
         if self.use_nsp:
             ranges["nsp"] = (2, NSP_LABELS)
@@ -118,6 +158,7 @@ class BertPretrainer(BertTask):
         check_class_labels(y, 2, "nsp labels", NSP_LABELS)
 
     def fit(self, x=None, y=None, *args, **kwargs):
+        """`BertTask.fit`, once raw text's NSP labels are checked against `use_nsp`."""
         self._check_nsp_labels(x, y)
         validation = kwargs.get("validation_data")
         if validation is not None:
@@ -126,5 +167,6 @@ class BertPretrainer(BertTask):
         return super().fit(x, y, *args, **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
+        """`BertTask.evaluate`, once raw text's NSP labels are checked against `use_nsp`."""
         self._check_nsp_labels(x, y)
         return super().evaluate(x, y, *args, **kwargs)

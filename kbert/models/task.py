@@ -18,8 +18,22 @@ from kbert.optimizers import Adam
 
 
 def classification_defaults(loss=None, metrics=None):
-    """(loss, metrics) of a head that returns class logits: cross-entropy from the logits and
-    `accuracy`, where the caller gave none."""
+    """The default loss and metrics of a head that returns class logits.
+
+    Args:
+        loss: the caller's loss, or None for sparse categorical cross-entropy from the logits.
+        metrics: the caller's metrics, or None for `[SparseCategoricalAccuracy("accuracy")]`.
+
+    Returns:
+        `(loss, metrics)`.
+
+    Example:
+
+    >>> from kbert.models.task import classification_defaults
+    >>> loss, metrics = classification_defaults()
+    >>> type(loss).__name__, [m.name for m in metrics]
+    ('SparseCategoricalCrossentropy', ['accuracy'])
+    """
     if loss is None:
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     if metrics is None:
@@ -38,18 +52,41 @@ def _backbone_in(model):
 
 
 class BertTask(keras.Model):
-    """Base of the task models: backbone + head, and optionally the preprocessor that turns raw
-    text into the backbone's inputs.
+    """The base of the task models: a `BertBackbone`, a head, and optionally a preprocessor.
 
     With a `preprocessor` (keras-hub's habit), `fit`, `evaluate` and `predict` take raw text,
     packed in the graph batch by batch: strings for a sentence task, a tuple `(texts_a,
     texts_b)` for pairs, `(questions, choices)` (choices: one list per question) for multiple
     choice. Packed inputs (a dict with `token_ids`, or a dataset of them) still pass through.
-    `model.save` keeps the preprocessor, vocabulary and casing included.
+    `model.save` keeps the preprocessor, vocabulary and casing included. `from_pretrained`
+    builds backbone, preprocessor and head in one call.
 
-    A subclass lists its own constructor arguments in `task_config()`; `get_config` adds the
-    serialised backbone and preprocessor, and `from_config` rebuilds the backbone first, so ties
-    into it (the MLM decoder, frozen features) are made anew by the subclass constructor.
+    A subclass builds its functional graph and passes it here; it lists its own constructor
+    arguments in `task_config()`. `get_config` adds the serialised backbone and preprocessor,
+    and `from_config` rebuilds the backbone first, so ties into it (the MLM decoder, frozen
+    features) are made anew by the subclass constructor.
+
+    Args:
+        inputs: the functional graph's inputs (the backbone's dict, or more).
+        outputs: the graph's outputs (the head's).
+        preprocessor: optional; the layer that packs raw text into `inputs` (e.g. a
+            `BertPreprocessor`). A `sequence_length` beyond the backbone's positions, or a
+            vocabulary larger than its embedding, raises `ValueError`.
+        **kwargs: `name`, `trainable` and `frozen_layers`, as for `BertBackbone`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kbert
+    >>> model = kbert.BertClassifier.from_pretrained("tiny", num_classes=2, sequence_length=16)
+    >>> type(model.preprocessor).__name__
+    'BertPreprocessor'
+    >>> model.compile()
+    >>> history = model.fit(["a great movie", "a dull movie"], np.array([1, 0]), verbose=0)
+    >>> sorted(history.history)
+    ['accuracy', 'loss']
+    >>> model.predict(["a fine movie"], verbose=0).shape
+    (1, 2)
     """
 
     backbone_cls = BertBackbone
@@ -91,15 +128,25 @@ class BertTask(keras.Model):
         self.preprocessor = preprocessor
 
     def task_config(self) -> dict:
+        """The subclass's own constructor arguments, for `get_config`."""
         return {}
 
     def label_ranges(self, sequence_length):
-        """For a head with several outputs: {output: (classes, meaning)}, what each output's
-        sparse labels index for packed rows of `sequence_length` (an int, or a scalar tensor
-        in a dataset's map); `fit` and `evaluate` check dict labels against it."""
+        """What each output's sparse labels index, for a head with several outputs.
+
+        `fit` and `evaluate` check dict labels against it.
+
+        Args:
+            sequence_length: the packed rows' length (an int, or a scalar tensor in a
+                dataset's map).
+
+        Returns:
+            A dict `{output: (number of classes, their meaning in words)}`; empty here.
+        """
         return {}
 
     def get_config(self):
+        """The constructor's arguments, the backbone and preprocessor serialised."""
         return {
             "backbone": keras.layers.serialize(self.backbone),
             **self.task_config(),
@@ -112,6 +159,7 @@ class BertTask(keras.Model):
 
     @classmethod
     def from_config(cls, config):
+        """The task model `get_config`'s dict describes, its backbone rebuilt first."""
         config = dict(config)
         config["backbone"] = keras.layers.deserialize(config["backbone"])
         if config.get("preprocessor") is not None:
@@ -119,11 +167,19 @@ class BertTask(keras.Model):
         return cls(**config)
 
     def compile(self, optimizer="auto", *args, jit_compile="auto", **kwargs):
-        """Keras' `compile`. `optimizer="auto"` is Adam at `auto_learning_rate`
-        (`kbert.optimizers.Adam`; for warmup, decay and clipping, `kbert.make_optimizer`).
-        Left "auto", XLA is kbert's choice (`kbert.models.xla`): on TensorFlow CPUs too, where
-        Keras would leave it off, for inputs of one fixed length in calls long enough to pay
-        for compiling; batches whose length varies, and short calls, run without it."""
+        """Keras' `compile`, with kbert's choice of optimizer and XLA where left "auto".
+
+        Args:
+            optimizer: a Keras optimizer, or "auto" for Adam at `auto_learning_rate`
+                (`kbert.optimizers.Adam`; 1e-3 when the backbone is frozen). For warmup,
+                decay and clipping, `kbert.make_optimizer`.
+            *args: Keras' `compile` arguments (`loss`, `loss_weights`, `metrics`, ...).
+            jit_compile: True, False, or "auto" for kbert's choice (`kbert.models.xla`): on
+                TensorFlow CPUs too, where Keras would leave it off, for inputs of one fixed
+                length in calls long enough to pay for compiling; batches whose length varies,
+                and short calls, run without it.
+            **kwargs: Keras' `compile` arguments.
+        """
         if isinstance(optimizer, str) and optimizer == "auto":
             optimizer = Adam(self.auto_learning_rate if self.backbone.trainable_weights else 1e-3)
         policy = self.backbone.dtype_policy  # the heads compute in the backbone's policy
@@ -142,11 +198,19 @@ class BertTask(keras.Model):
         return config
 
     def match_xla_to(self, x, kind="predict", steps=None, batch_size=None):
-        """Under `xla_by_shape`, compiles `kind`'s step function ("train", "test" or "predict")
-        with XLA when `x` has one fixed length and the call is long enough to pay for the
-        compilation (`xla.pays_off`: `steps`, counted from `x` when None, times the encoder's
-        parameters); a change rebuilds that function on its next use. `fit`, `evaluate` and
-        `predict` call it; call it before a `*_on_batch` loop over `x`."""
+        """Chooses XLA for one step function by the inputs it is about to run on.
+
+        Under `xla_by_shape` (`compile(jit_compile="auto")` on TensorFlow), compiles `kind`'s
+        step function with XLA when `x` has one fixed length and the call is long enough to
+        pay for the compilation (`xla.pays_off`); a change rebuilds that function on its next
+        use. `fit`, `evaluate` and `predict` call it; call it before a `*_on_batch` loop.
+
+        Args:
+            x: the inputs of the coming call.
+            kind: "train", "test" or "predict".
+            steps: how many steps the call runs; None counts them from `x`.
+            batch_size: the batch size that `x`'s arrays are cut into.
+        """
         xla.match_to(self, x, kind, steps, batch_size)
 
     def compile_from_config(self, config):
@@ -160,21 +224,37 @@ class BertTask(keras.Model):
 
     @classmethod
     def from_pretrained(cls, name_or_dir, **kwargs):
-        """This task on pretrained weights, in one call: backbone, preprocessor and a new head.
+        """This task on pretrained weights, in one call: backbone, preprocessor and head.
 
-        `name_or_dir` is a weights preset ("minilm_l6_h384_uncased"), a checkpoint directory
-        (Hugging Face, Google TF1, keras-hub), a size preset for random weights, or a
-        `kbert finetune` run directory (then the trained task model itself is loaded). A
-        Hugging Face checkpoint of this task's `transformers` class
-        (`BertForSequenceClassification` for a `BertClassifier`, ...), a keras-hub
-        `BertTextClassifier` preset or a checkpoint of Google's run_classifier.py /
-        run_squad.py brings its fine-tuned head too (`kbert.convert.task_heads`).
-        `kwargs` go to the task's constructor (e.g. `num_classes=3`; `preprocessor=None` for
-        a model of packed ids, as keras-hub's `from_preset`), except `sequence_length`, which
-        sizes the preprocessor, and `allow_pickle`, which lets a trusted `pytorch_model.bin`
-        be read.
+        The head is new, unless the checkpoint holds this task's fine-tuned head: a Hugging
+        Face checkpoint of its `transformers` class (`BertForSequenceClassification` for a
+        `BertClassifier`, ...), a keras-hub `BertTextClassifier` preset, or a checkpoint of
+        Google's run_classifier.py / run_squad.py (`kbert.convert.task_heads`).
 
-        >>> clf = BertClassifier.from_pretrained("minilm_l6_h384_uncased", num_classes=2)
+        Args:
+            name_or_dir: a weights preset ("minilm_l6_h384_uncased"), a checkpoint directory
+                (Hugging Face, Google TF1, keras-hub), a size preset ("tiny") for random
+                weights, or a `kbert finetune` run directory (then the trained task model
+                itself is loaded, and no other argument applies).
+            **kwargs: the task's constructor arguments (e.g. `num_classes=3`;
+                `preprocessor=None` for a model of packed ids, as keras-hub's `from_preset`),
+                and: `sequence_length`, the preprocessor's packed length (default: the class's
+                `default_sequence_length`, cut to the model's positions); `dtype`, the
+                backbone's dtype policy; `hidden_dropout` and `attention_dropout`, which
+                replace the checkpoint's rates; `allow_pickle=True`, to read a trusted
+                `pytorch_model.bin`.
+
+        Returns:
+            An instance of the class it is called on.
+
+        Example:
+
+        >>> import kbert
+        >>> model = kbert.BertClassifier.from_pretrained("minilm_l6_h384_uncased", num_classes=2)
+        >>> model.backbone.config.num_layers, model.preprocessor.sequence_length
+        (6, 128)
+        >>> model.predict(["a great movie", "a dull movie"], verbose=0).shape
+        (2, 2)
         """
         return pretrained.task_from_pretrained(cls, name_or_dir, **kwargs)
 
@@ -218,9 +298,25 @@ class BertTask(keras.Model):
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
             shuffle=None, validation_split=0.0, **kwargs):
-        """Keras' `fit`, with raw text and input checks. `shuffle` defaults to True for arrays
-        and raw text, False for a TensorFlow `Dataset`, a generator or a `PyDataset` (shuffled
-        by their maker; Keras ignores it there and warns)."""
+        """Keras' `fit`, with raw text and input checks.
+
+        Args:
+            x: raw text (with a preprocessor: see the class docstring), packed inputs (a dict
+                of arrays), or a dataset, generator or `PyDataset` of either.
+            y: the labels; array labels are checked against the head before training.
+            batch_size: rows a batch; raw text is packed in batches of it (default 32).
+            sample_weight: optional weights, as Keras takes them.
+            validation_data: `(x, y)` or `(x, y, sample_weight)`, raw text too, or a dataset.
+            shuffle: default True for arrays and raw text, False for a TensorFlow `Dataset`,
+                a generator or a `PyDataset` (shuffled by their maker; Keras ignores it there
+                and warns).
+            validation_split: the share of the last examples held out; for arrays and raw
+                text lists, not datasets.
+            **kwargs: Keras' `fit` arguments (`epochs`, `callbacks`, `class_weight`, ...).
+
+        Returns:
+            Keras' `History`.
+        """
         if shuffle is None:
             shuffle = not (hasattr(x, "element_spec") or is_stream(x))
         x, y = self._check(x, y)
@@ -265,25 +361,29 @@ class BertTask(keras.Model):
                                validation_split=validation_split, **kwargs)
 
     def train_on_batch(self, x, y=None, sample_weight=None, *args, **kwargs):
-        """Keras' `train_on_batch`, with tuple labels and weights paired as `fit` pairs them
-        (`by_output`); inputs are not checked, for loops that time the step."""
+        """Keras' `train_on_batch` on packed inputs, tuple labels and weights paired with the
+        outputs as `fit` pairs them (`by_output`). Inputs are not checked, for loops that time
+        the step; raw text raises `ValueError`."""
         refuse_text_batch(x, "train_on_batch")
         return super().train_on_batch(x, by_output(self.output, y), by_output(
             self.output, sample_weight, "sample weight"), *args, **kwargs)
 
     def test_on_batch(self, x, y=None, sample_weight=None, *args, **kwargs):
+        """Keras' `test_on_batch` on packed inputs, labels paired as `train_on_batch` pairs
+        them."""
         refuse_text_batch(x, "test_on_batch")
         return super().test_on_batch(x, by_output(self.output, y), by_output(
             self.output, sample_weight, "sample weight"), *args, **kwargs)
 
     def predict_on_batch(self, x):
+        """Keras' `predict_on_batch` on packed inputs."""
         refuse_text_batch(x, "predict_on_batch")
         return super().predict_on_batch(x)
 
     def _build_optimizer(self):
         """Creates the optimizer's moments before the first step. Keras' TensorFlow trainer,
         outside a distribution strategy's scope, leaves them to the traced step, and a step that
-        creates variables is traced twice: a tiny model's `fit` took 5 s longer to start."""
+        creates variables is traced twice, which delays the start of `fit`."""
         if (self.built and getattr(self, "optimizer", None) is not None  # None: not compiled
                 and not self.optimizer.built
                 and keras.backend.backend() == "tensorflow"
@@ -291,6 +391,11 @@ class BertTask(keras.Model):
             self.optimizer.build(self.trainable_variables)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
+        """Keras' `evaluate`, with raw text and input checks (arguments as for `fit`).
+
+        Returns:
+            The loss and metrics, as Keras returns them (`return_dict=True` for a dict).
+        """
         x, y = self._check(x, y)
         sample_weight = checked_weights(self, sample_weight)
         raw = self._raw(x)
@@ -303,6 +408,16 @@ class BertTask(keras.Model):
                                     **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
+        """Keras' `predict`, with raw text and input checks.
+
+        Args:
+            x: raw text (with a preprocessor), packed inputs or a dataset of them.
+            batch_size: rows a batch (default 32).
+            **kwargs: Keras' `predict` arguments (e.g. `verbose=0`).
+
+        Returns:
+            The head's outputs as numpy arrays.
+        """
         x = self._check(x)[0]
         raw = self._raw(x)
         if raw:

@@ -19,24 +19,67 @@ from kbert.text.token_preprocessor import BertTokenPreprocessor
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertTokenClassifier(BertTask):
-    """Token tagging: per-token logits [batch, seq, num_classes].
+    """Token tagging, one label per token (the paper's CoNLL-2003 NER model).
 
-    Fine-tuning (default, the paper's NER model): final hidden states → dropout → dense; all of
-    BERT trains. Feature-based (`feature_layers`, e.g. (-4, -3, -2, -1), the paper's best
-    feature-based setting): BERT is frozen, the chosen layers' hidden states are concatenated
-    (`BertFeatureExtractor`) and a BiLSTM of `lstm_units` per direction, masked by
-    `padding_mask`, feeds the dense layer; only the BiLSTM and the dense layer train.
-
-    Labels go on the first sub-token of each word (`BertTokenPreprocessor` aligns them); fit
-    with sample weights 1 there and 0 elsewhere, so the other sub-tokens, specials and padding
-    count in neither the loss nor the metrics. `compile()` defaults: cross-entropy averaged
-    over the weighted tokens, and `accuracy` over all weighted tokens seen (`TokenAccuracy`).
+    Fine-tuning (the default): final hidden states → dropout → dense; all of BERT trains.
+    Feature-based (`feature_layers`): BERT is frozen, the chosen layers' hidden states are
+    concatenated (`BertFeatureExtractor`) and a BiLSTM, masked by `padding_mask`, feeds the
+    dense layer; only the BiLSTM and the dense layer train. Labels go on the first sub-token
+    of each word (`BertTokenPreprocessor` aligns them): fit with sample weights 1 there and 0
+    elsewhere, so the other sub-tokens, specials and padding count in neither the loss nor the
+    metrics. `compile()` defaults: cross-entropy averaged over the weighted tokens, and
+    `accuracy` over all weighted tokens seen (`TokenAccuracy`).
     `fit(class_weight={tag id: weight})` weighs each token by its tag, times its other weights.
 
-    `label_names` (optional) names the classes in id order and is saved with the model, so a
-    loaded model can decode its own predictions; it fixes `num_classes` when that is omitted.
+    Args:
+        backbone: a `BertBackbone`.
+        num_classes: int, at least 2. The number of tags; may be omitted with `label_names`.
+        dropout: float. The dropout rate before the dense layer.
+        feature_layers: None to fine-tune, or indices into the backbone's `hidden_states`
+            for the feature-based model, e.g. (-4, -3, -2, -1), the paper's best
+            feature-based setting.
+        lstm_units: int. The feature-based model's BiLSTM units in each direction.
+        label_names: optional; the tags' names in id order, saved with the model, so a
+            loaded model can decode its own predictions. It fixes `num_classes` when that is
+            omitted.
+        preprocessor: optional; a `BertTokenPreprocessor`, with which `fit`, `evaluate` and
+            `predict` take words (one list per sentence) and word labels.
+        **kwargs: `name`, `trainable` and `frozen_layers`, as for `BertBackbone`.
 
-    >>> model = BertTokenClassifier(BertBackbone(BertConfig.preset("tiny")), num_classes=9)
+    Call arguments:
+        inputs: the backbone's dict: `token_ids`, `segment_ids` and `padding_mask`, int32
+            [batch, seq].
+
+    Returns:
+        The logits [batch, seq, num_classes].
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> model = kbert.BertTokenClassifier(backbone, label_names=["O", "B-PER", "I-PER"])
+    >>> ids = np.array([[101, 7592, 2088, 102]])  # [CLS] hello world [SEP]
+    >>> inputs = {"token_ids": ids, "segment_ids": np.zeros_like(ids),
+    ...           "padding_mask": np.ones_like(ids)}
+    >>> model.num_classes, tuple(model(inputs).shape)
+    (3, (1, 4, 3))
+
+    Feature-based, on the last two layers:
+
+    >>> model = kbert.BertTokenClassifier(backbone, num_classes=3, feature_layers=(-2, -1),
+    ...                                   lstm_units=8)
+    >>> model.is_feature_based, tuple(model(inputs).shape)
+    (True, (1, 4, 3))
+
+    Words, with a preprocessor:
+
+    >>> model = kbert.BertTokenClassifier.from_pretrained(
+    ...     "tiny", label_names=["O", "B-PER", "I-PER"], sequence_length=16)
+    >>> type(model.preprocessor).__name__
+    'BertTokenPreprocessor'
+    >>> model.predict([["Ada", "Lovelace", "wrote", "it"]], verbose=0).shape
+    (1, 16, 3)
     """
 
     serving_task = "token_classifier"
@@ -92,6 +135,7 @@ class BertTokenClassifier(BertTask):
 
     @property
     def is_feature_based(self):
+        """Whether BERT is frozen under a BiLSTM (`feature_layers` was given)."""
         return self.feature_layers is not None
 
     def _check_labels(self, y):
@@ -126,8 +170,16 @@ class BertTokenClassifier(BertTask):
         return x, tag_weights(y, table, sample_weight).numpy(), None
 
     def compile(self, optimizer="auto", loss=None, weighted_metrics=None, **kwargs):
-        """Compiles with token cross-entropy (mean over weighted tokens) and weighted accuracy
-        unless others are given."""
+        """Keras' `compile`, with token cross-entropy and weighted accuracy unless others are
+        given.
+
+        Args:
+            optimizer: a Keras optimizer, or "auto" (`BertTask.compile`).
+            loss: default: cross-entropy from the logits, averaged over the weighted tokens.
+            weighted_metrics: default: `accuracy` over all weighted tokens seen
+                (`TokenAccuracy`).
+            **kwargs: `BertTask.compile`'s arguments.
+        """
         if loss is None:
             loss = keras.losses.SparseCategoricalCrossentropy(
                 from_logits=True, reduction="mean_with_sample_weight")
