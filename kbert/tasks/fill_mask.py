@@ -11,17 +11,47 @@ from kbert.tasks.spec import TaskSpec
 
 
 def fill_mask(model, texts, top_k=5, marker="[MASK]", batch_size=32, tokenizer=None):
-    """The `top_k` likeliest word pieces for each blank (`marker`) of `texts`, by the masked-LM
-    head of `model` (a bidirectional `BertPretrainer`), tokenized by `tokenizer` (default: the
-    model's preprocessor's, as `from_pretrained` builds it; packed to its sequence length, or
-    else to the model's positions). Each blank is scored on its own, as in the pipeline.
+    """Fills the blanks of `texts` with a masked LM, as Hugging Face's fill-mask pipeline does.
 
-    Returns per text (a list, or one answer for a single string) a dict: "blanks", for each
-    blank in order a list of `{"token", "id", "score"}` (score: the softmax probability),
-    likeliest first; and "filled", the text with each blank replaced by its likeliest piece.
+    Each blank (`marker`) is scored on its own by the masked-LM head of `model`, and its
+    `top_k` likeliest word pieces are returned.
 
-    >>> model = BertPretrainer.from_pretrained("runs/pretrain/model")
-    >>> fill_mask(model, "Paris is the [MASK] of France.")["filled"]
+    Args:
+      model: a bidirectional `BertPretrainer` (not a causal one), as
+        `BertPretrainer.from_pretrained` builds it from a checkpoint with a masked-LM head.
+      texts: a string, or a list of strings, each with at least one blank.
+      top_k: how many pieces to return for each blank.
+      marker: the string that marks a blank.
+      batch_size: the texts scored at a time.
+      tokenizer: the `BertTokenizer` to read with; None for the model's preprocessor's. Texts
+        are packed to the preprocessor's sequence length, or else to the model's positions.
+
+    Returns:
+      Per text (a list, or one answer for a single string) a dict: "blanks", for each blank in
+      order a list of `top_k` dicts `{"token", "id", "score"}` (score: the softmax
+      probability), likeliest first; and "filled", the text with each blank replaced by its
+      likeliest piece. A blank past the sequence length is refused.
+
+    Example:
+
+    A tiny model with random weights (its pieces are arbitrary; a pre-trained one, such as
+    `kbert.BertPretrainer.from_pretrained(checkpoint_dir)`, answers sensibly):
+
+    >>> import kbert
+    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> preprocessor = kbert.BertMaskedLMPreprocessor(tokenizer, sequence_length=32)
+    >>> model = kbert.BertPretrainer(backbone, use_nsp=False, preprocessor=preprocessor)
+    >>> answer = kbert.fill_mask(model, "Paris is the [MASK] of France.", top_k=3)
+    >>> sorted(answer), len(answer["blanks"]), len(answer["blanks"][0])
+    (['blanks', 'filled'], 1, 3)
+    >>> sorted(answer["blanks"][0][0])
+    ['id', 'score', 'token']
+    >>> answer["filled"].startswith("Paris is the ")
+    True
+    >>> answers = kbert.fill_mask(model, ["A [MASK] day.", "[MASK] and [MASK]."], top_k=2)
+    >>> [len(a["blanks"]) for a in answers]
+    [1, 2]
     """
     from kbert.config import INPUT_KEYS
     from kbert.text.fill_mask_preprocessor import BertFillMaskPreprocessor

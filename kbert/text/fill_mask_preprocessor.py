@@ -16,8 +16,22 @@ from kbert.text.preprocessor_base import PreprocessorBase, cap_text, string_batc
 
 
 def blank_positions(token_ids, mask_token_id):
-    """Where the [MASK] ids of `token_ids` [batch, seq] are: int32 [batch, most blanks of a
-    row], each row in order and padded with 0 (the [CLS] position, never a blank)."""
+    """Where the [MASK] ids of `token_ids` are.
+
+    Args:
+      token_ids: int ids [batch, sequence_length].
+      mask_token_id: the id of [MASK].
+
+    Returns:
+      int32 [batch, most blanks of a row]: each row's positions in order, padded with 0 (the
+      [CLS] position, never a blank).
+
+    Example:
+
+    >>> from kbert.text.fill_mask_preprocessor import blank_positions
+    >>> blank_positions([[101, 103, 7, 103, 102], [101, 5, 103, 102, 0]], 103).numpy().tolist()
+    [[1, 3], [2, 0]]
+    """
     is_blank = tf.equal(token_ids, mask_token_id)
     positions = tf.ragged.boolean_mask(
         tf.broadcast_to(tf.range(tf.shape(is_blank)[1]), tf.shape(is_blank)), is_blank)
@@ -26,15 +40,41 @@ def blank_positions(token_ids, mask_token_id):
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertFillMaskPreprocessor(PreprocessorBase):
-    """Strings [batch] with blanks → {"token_ids", "segment_ids", "padding_mask"} int32
-    [batch, sequence_length] and "masked_positions" int32 [batch, blanks]: where each string's
-    blanks are, in order, padded with 0 (the [CLS] position, never a blank) to the most blanks
-    of the batch. The four are the inputs of a `BertPretrainer`.
+    """Packs text with blanks into the inputs a masked LM (`BertPretrainer`) fills them from.
+
+    Each `marker` in a string is a blank and becomes the vocabulary's [MASK] id; the text
+    between markers is tokenized as text (a typed "[SEP]" stays text). Packing is
+    `[CLS] text [SEP]`, cut to `sequence_length`; a blank the cut would drop is refused (an
+    InvalidArgumentError), never silently left unfilled. `kbert.fill_mask` uses it.
 
     Args:
       tokenizer: a `BertTokenizer`.
       sequence_length: the packed length, [CLS] and [SEP] included.
       marker: the string that marks a blank.
+      **kwargs: passed to `keras.layers.Layer` (e.g. `name`).
+
+    Call arguments:
+      texts: strings [batch], or one string.
+
+    Returns:
+      A dict: `token_ids`, `segment_ids`, `padding_mask`, int32 [batch, sequence_length], and
+      `masked_positions`, int32 [batch, most blanks of a string]: where each string's blanks
+      are, in order, padded with 0 (the [CLS] position, never a blank). No batch axis for one
+      string.
+
+    Example:
+
+    >>> import kbert
+    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+    >>> preprocessor = kbert.BertFillMaskPreprocessor(tokenizer, sequence_length=10)
+    >>> out = preprocessor(["Paris is the [MASK] of [MASK].", "A [MASK] day."])
+    >>> ids = out["token_ids"].numpy().tolist()
+    >>> ids[0]
+    [101, 3000, 2003, 1996, 103, 1997, 103, 1012, 102, 0]
+    >>> ids[1]
+    [101, 1037, 103, 2154, 1012, 102, 0, 0, 0, 0]
+    >>> out["masked_positions"].numpy().tolist()
+    [[4, 6], [2, 0]]
     """
 
     def __init__(self, tokenizer, sequence_length=128, marker="[MASK]", **kwargs):
@@ -47,6 +87,7 @@ class BertFillMaskPreprocessor(PreprocessorBase):
         self.marker = marker
 
     def call(self, texts):
+        """Packs `texts` and finds their blanks; see the class docstring."""
         texts = tf.convert_to_tensor(texts)
         scalar = texts.shape.rank == 0
         texts = string_batch(texts, "BertFillMaskPreprocessor")
@@ -80,6 +121,7 @@ class BertFillMaskPreprocessor(PreprocessorBase):
         return out
 
     def compute_output_spec(self, texts):
+        """The `keras.KerasTensor`s `call` returns for symbolic `texts`."""
         batch = tuple(texts.shape[:1])
         out = {k: keras.KerasTensor(batch + (self.sequence_length,), dtype="int32")
                for k in ("token_ids", "segment_ids", "padding_mask")}
@@ -87,5 +129,6 @@ class BertFillMaskPreprocessor(PreprocessorBase):
         return out
 
     def get_config(self):
+        """The layer's config: the tokenizer, `sequence_length` and `marker`."""
         return {**super().get_config(), "sequence_length": self.sequence_length,
                 "marker": self.marker}

@@ -25,11 +25,13 @@ from kbert.text.trim import trim_to_longest
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertMaskedLMPreprocessor(PreprocessorBase):
-    """Strings [batch] or a pair (a, b) of them → `(inputs, targets, sample_weights)` for
-    `BertPretrainer`: `inputs` the backbone's three int32 [batch, sequence_length] tensors with
-    the masked `token_ids`, plus `masked_positions` [batch, max_predictions]; `targets`
-    `{"mlm": original ids at those positions}` (+ `"nsp"` when NSP labels are given);
-    `sample_weights` `{"mlm": 1.0 at real predictions, 0.0 at padding slots}` (+ `"nsp"`).
+    """Packs and masks raw text into masked-LM training batches for `BertPretrainer`.
+
+    Text is packed as `BertPreprocessor` packs it, then `mask_rate` of the real tokens (never
+    [CLS], [SEP], [PAD] or [MASK]; at most `max_predictions`) are chosen for prediction: of
+    those, `mask_token_rate` become [MASK], `random_token_rate` a random id and the rest stay.
+    Give it as `BertPretrainer(backbone, preprocessor=...)` and `fit` takes a list of strings
+    (the masked LM alone, `use_nsp=False`), or pairs and their next-sentence labels.
 
     Args:
       tokenizer: a `BertTokenizer`.
@@ -37,9 +39,41 @@ class BertMaskedLMPreprocessor(PreprocessorBase):
       mask_rate: the share of real tokens chosen for prediction.
       max_predictions: the most chosen per sequence (None: 20 at length 128, else
         ceil(mask_rate · sequence_length)).
-      mask_token_rate, random_token_rate: of the chosen tokens, the share replaced by [MASK]
-        and by a random id (the rest stay as they are).
+      mask_token_rate: of the chosen tokens, the share replaced by [MASK].
+      random_token_rate: of the chosen tokens, the share replaced by a random id.
       seed: makes `dataset()`'s masks reproducible (fresh ones every epoch all the same).
+      **kwargs: passed to `keras.layers.Layer` (e.g. `name`).
+
+    Call arguments:
+      x: strings [batch], or a pair `(texts_a, texts_b)` of them.
+      y: next-sentence labels of the pairs (0 IsNext, 1 NotNext), or None.
+      sample_weight: one weight per example for both losses, or None.
+
+    Returns:
+      A tuple `(inputs, targets, sample_weights)`: `inputs` the backbone's three int32
+      [batch, sequence_length] tensors, `token_ids` masked, plus `masked_positions` [batch,
+      max_predictions]; `targets` `{"mlm": the original ids at those positions}` (and `"nsp"`,
+      the labels `y`); `sample_weights` `{"mlm": 1.0 at real predictions, 0.0 at padding
+      slots}` (and `"nsp"`).
+
+    Example:
+
+    >>> import kbert
+    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+    >>> preprocessor = kbert.BertMaskedLMPreprocessor(tokenizer, sequence_length=12)
+    >>> preprocessor.max_predictions  # ceil(0.15 * 12)
+    2
+    >>> inputs, targets, weights = preprocessor(["The quick brown fox jumped over the dog."])
+    >>> sorted(inputs)
+    ['masked_positions', 'padding_mask', 'segment_ids', 'token_ids']
+    >>> tuple(inputs["token_ids"].shape), tuple(targets["mlm"].shape)
+    ((1, 12), (1, 2))
+
+    Pairs with next-sentence labels train both heads:
+
+    >>> inputs, targets, weights = preprocessor((["The fox ran."], ["It was quick."]), [0])
+    >>> sorted(targets), targets["nsp"].numpy().tolist()
+    (['mlm', 'nsp'], [0])
     """
 
     def __init__(self, tokenizer, sequence_length=128, mask_rate=0.15, max_predictions=None,
@@ -65,7 +99,8 @@ class BertMaskedLMPreprocessor(PreprocessorBase):
             mask_prob=self.mask_token_rate, random_prob=self.random_token_rate)
 
     def call(self, x, y=None, sample_weight=None):
-        """Packs and masks one batch (masks from TensorFlow's global generator)."""
+        """Packs and masks one batch (masks from TensorFlow's global generator); see the
+        class docstring."""
         return self._mask(self.packer(x), y, sample_weight)
 
     def _mask(self, features, y=None, sample_weight=None, seed=None):
@@ -84,13 +119,37 @@ class BertMaskedLMPreprocessor(PreprocessorBase):
 
     def dataset(self, x, y=None, sample_weight=None, batch_size=32, shuffle=False, seed=None,
                 pad_to_multiple_of=1):
-        """tf.data of masked batches `(inputs, targets, sample_weights)` from raw text `x`
-        (strings, or a pair `(a, b)` of lists), each batch cut to its longest row before
-        masking; what `BertPretrainer.fit` / `evaluate` run on. `y`: NSP labels of the pairs.
-        Masks are drawn afresh every time a batch is produced (dynamic masking); with `seed`
-        (or the layer's) the sequence of masks is reproducible. A `tf.data.Dataset` `x` yields
-        batches of raw `x` or `(x, nsp_labels)`. `pad_to_multiple_of` rounds each batch's
-        length up (for XLA, which compiles once per shape)."""
+        """A tf.data.Dataset of masked batches of raw text: what `BertPretrainer.fit` /
+        `evaluate` run on.
+
+        Each batch is cut to its longest row before masking. Masks are drawn afresh every time
+        a batch is produced (dynamic masking); with a seed the sequence of masks is
+        reproducible.
+
+        Args:
+          x: strings, or a pair `(texts_a, texts_b)` of lists; or a `tf.data.Dataset` of
+            batches of raw `x` or `(x, nsp_labels)`.
+          y: next-sentence labels of the pairs (0 IsNext, 1 NotNext), or None.
+          sample_weight: one weight per example, or None.
+          batch_size: examples per batch.
+          shuffle: shuffle the examples (afresh every epoch).
+          seed: seeds the shuffle and the masks (None: the layer's `seed`).
+          pad_to_multiple_of: round each batch's length up to a multiple of this (for XLA,
+            which compiles once per shape).
+
+        Returns:
+          A `tf.data.Dataset` of `(inputs, targets, sample_weights)`, as `call` returns them.
+
+        Example:
+
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertMaskedLMPreprocessor(tokenizer, sequence_length=12)
+        >>> dataset = preprocessor.dataset(["a b c d", "e f g h"], batch_size=2, seed=1)
+        >>> inputs, targets, weights = next(iter(dataset))
+        >>> tuple(inputs["token_ids"].shape), tuple(inputs["masked_positions"].shape)
+        ((2, 6), (2, 2))
+        """
         self._check_labels(x, y)
         seed = self.seed if seed is None else seed
 
@@ -125,6 +184,7 @@ class BertMaskedLMPreprocessor(PreprocessorBase):
                              "y out to train the masked LM alone.")
 
     def compute_output_spec(self, x, y=None, sample_weight=None):
+        """The `keras.KerasTensor`s `call` returns for symbolic inputs."""
         inputs = self.packer.compute_output_spec(x)
         batch = next(iter(inputs.values())).shape[:1]
         inputs["masked_positions"] = keras.KerasTensor(batch + (self.max_predictions,), "int32")
@@ -137,6 +197,7 @@ class BertMaskedLMPreprocessor(PreprocessorBase):
         return inputs, targets, sample_weights
 
     def get_config(self):
+        """The layer's config: the tokenizer, the packed length and the masking settings."""
         config = super().get_config()
         config.update({
             "sequence_length": self.sequence_length,

@@ -1,9 +1,9 @@
 """BertSpanPreprocessor: (question, context) strings → SQuAD windows, as graph ops.
 
-`squad_features` of tests/spans/reference_squad.py (the numpy transcription of Google's
-run_squad.py that kbert used before) in the graph: same windows, ids, character offsets, max-
-context flags and targets (that module's docstring gives the algorithm), so training (tf.data),
-a Keras model and an exported SavedModel share it.
+`squad_features` of tests/spans/reference_squad.py (a numpy transcription of Google's
+run_squad.py) in the graph: same windows, ids, character offsets, max-context flags and targets
+(that module's docstring gives the algorithm), so training (tf.data), a Keras model and an
+exported SavedModel share it.
 
 No Python loop over examples: the windows of a context after a question of q sub-tokens (cut
 to `max_query_length`) are `kbert.text.windows` with room = sequence_length - q - 3.
@@ -13,10 +13,9 @@ Each input row gives one or more windows, so the outputs have W ≥ batch rows a
 
 Bounded work per input: a question is cut to the bytes its `max_query_length` sub-tokens can
 come from before tokenization (`PreprocessorBase.cap`). A context is not cut to one window, since
-it is windowed, but to its first `max_context_length` sub-tokens (default 4,096: 4.8 times the
-longest SQuAD v1.1 context, 853; 30 windows at 384/128), and its text to the bytes those can
-come from before tokenization. Answers beyond are not found; a served request of 16 MB then
-costs what one of ~3 MB does.
+it is windowed, but to its first `max_context_length` sub-tokens (default 4,096, several times
+the longest SQuAD context: about 30 windows at 384/128), and its text to the bytes those can come
+from before tokenization. Answers beyond are not found.
 """
 
 import keras
@@ -36,7 +35,21 @@ WINDOW_KEYS = ("token_ids", "segment_ids", "padding_mask", "token_start", "token
 
 
 def check_lengths(sequence_length, max_query_length, doc_stride):
-    """Raises ValueError unless a window holds [CLS] question [SEP] ≥1 context token [SEP]."""
+    """Raises ValueError unless a window holds [CLS] question [SEP] ≥1 context token [SEP].
+
+    Args:
+      sequence_length: the window's length.
+      max_query_length: the most sub-tokens of a question.
+      doc_stride: how far apart windows start.
+
+    Example:
+
+    >>> from kbert.text.span_preprocessor import check_lengths
+    >>> check_lengths(384, 64, 128)
+    >>> check_lengths(16, 13, 4)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: sequence_length=16 leaves no room for the context after a question of ...
+    """
     if max_query_length < 1 or doc_stride < 1:
         raise ValueError(f"max_query_length and doc_stride must be positive, got "
                          f"{max_query_length} and {doc_stride}.")
@@ -62,24 +75,49 @@ def _has_text(lengths, what):
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertSpanPreprocessor(PreprocessorBase):
-    """`windows`: questions and contexts (string [batch]), optionally answer character spans
-    (int [batch], [start, end) in code points inside the context, -1 = no answer; others fail
-    `check_spans`) → a dict of windows, W rows:
-    int32 [W, sequence_length] `token_ids`, `segment_ids`, `padding_mask`, `token_start`,
-    `token_end` (each context token's characters in its context, -1 elsewhere),
-    `max_context` (1 where this window is the token's best), int32 [W] `example_index`; with
-    answers also int32 [W] `start_positions`, `end_positions` (0 = [CLS]),
-    `answer_in_window` and `unmappable` (1 for every window of a row whose answer covers no
-    sub-token: train without those, as the numpy reference's `training_features` does).
-    Called as keras-hub's preprocessors are, `preprocessor((questions, contexts))` gives
-    those windows and `preprocessor((questions, contexts), (answer_starts, answer_ends))`
-    what `fit` trains on (`call`).
+    """Packs (question, context) pairs into SQuAD windows for extractive question answering.
+
+    Google's run_squad.py windowing in graph ops: each context is cut into windows
+    `[CLS] question [SEP] context part [SEP]` of `sequence_length` tokens, `doc_stride` apart,
+    so one input row gives one or more windows (W ≥ batch rows; `example_index` says which
+    row each came from). `BertSpanLabeler` trains on and answers from them.
 
     Args:
       tokenizer: a `BertTokenizer`.
-      sequence_length, doc_stride, max_query_length: as in `squad_features`; without a
-        `max_query_length`, run_squad.py's 64, or half a window too short for that.
+      sequence_length: the length of a window, special tokens included.
+      doc_stride: how far apart windows start, in context sub-tokens.
+      max_query_length: the most sub-tokens kept of a question; None for run_squad.py's 64,
+        or half a window where that is too long.
       max_context_length: the sub-tokens of a context that are windowed (the rest is cut).
+      **kwargs: passed to `keras.layers.Layer` (e.g. `name`).
+
+    Call arguments:
+      x: a tuple `(questions, contexts)` of string batches [batch].
+      y: None, or the answers' character spans `(answer_starts, answer_ends)` (int [batch],
+        [start, end) in code points of the context, -1 for no answer), or the dict form of
+        `span_answers.ANSWER_FORM`.
+      sample_weight: one weight per question (with `y` only), or None.
+
+    Returns:
+      Without `y`, the dict of windows `windows` returns. With `y`, what `fit` trains on:
+      `(inputs, {"start_logits": start positions, "end_logits": end positions}[, weights])`,
+      `inputs` the model's three inputs, for the windows whose answer covers a sub-token.
+
+    Example:
+
+    >>> import kbert
+    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+    >>> preprocessor = kbert.BertSpanPreprocessor(tokenizer, sequence_length=16,
+    ...                                           doc_stride=4, max_query_length=4)
+    >>> question, context = "Who wrote it?", "The book was written by Jane Austen in 1813."
+    >>> windows = preprocessor(([question], [context]))
+    >>> windows["example_index"].numpy().tolist()  # two windows of the one context
+    [0, 0]
+    >>> windows["token_ids"].numpy().tolist()[1]
+    [101, 2040, 2626, 2009, 1029, 102, 2011, 4869, 24177, 1999, 12169, 1012, 102, 0, 0, 0]
+    >>> inputs, targets = preprocessor(([question], [context]), ([24], [35]))  # Jane Austen
+    >>> targets["start_logits"].numpy().tolist(), targets["end_logits"].numpy().tolist()
+    ([11, 7], [12, 8])
     """
 
     def __init__(self, tokenizer, sequence_length=384, doc_stride=128, max_query_length=None,
@@ -104,12 +142,14 @@ class BertSpanPreprocessor(PreprocessorBase):
 
     def call(self, x, y=None, sample_weight=None):
         """`x = (questions, contexts)` → `windows(*x)`, every column answers are decoded by.
+
         With `y = (answer_starts, answer_ends)` (keras-hub's form; or by output name,
-        `span_answers.ANSWER_FORM`), so that
-        `dataset.map(preprocessor)` packs elements `((questions, contexts), (answer_starts,
-        answer_ends)[, sample_weight])` for `fit`: `(inputs, {"start_logits": start positions,
-        "end_logits": end positions}[, weights])`, the windows whose answer covers a sub-token
-        (as run_squad.py trains), each weighted by its question's `sample_weight`."""
+        `span_answers.ANSWER_FORM`), so that `dataset.map(preprocessor)` packs elements
+        `((questions, contexts), (answer_starts, answer_ends)[, sample_weight])` for `fit`:
+        `(inputs, {"start_logits": start positions, "end_logits": end positions}[, weights])`,
+        the windows whose answer covers a sub-token (as run_squad.py trains), each weighted by
+        its question's `sample_weight`.
+        """
         if not (isinstance(x, (tuple, list)) and len(x) == 2
                 and not any(isinstance(part, (str, bytes)) for part in x)):
             raise TypeError("BertSpanPreprocessor takes x = (questions, contexts), a tuple of "
@@ -129,11 +169,40 @@ class BertSpanPreprocessor(PreprocessorBase):
 
     def windows(self, questions, contexts, answer_starts=None, answer_ends=None,
                 require_questions=False):
-        """The class docstring's dict of windows of `(questions, contexts)`, with targets
-        when the answers' character spans are given. `require_questions`: a question without
-        a word piece (empty, blank, or only characters the tokenizer drops) asks nothing, an
-        InvalidArgument error naming its row rather than a span of the context (for requests;
-        datasets are read as they are). A context without one has no answer ("", score -inf)."""
+        """The windows of `(questions, contexts)`, with targets when answers are given.
+
+        Args:
+          questions: strings [batch].
+          contexts: strings [batch].
+          answer_starts, answer_ends: None, or int [batch]: each answer's [start, end) in code
+            points of its context, -1 for no answer (other spans fail `check_spans`).
+          require_questions: refuse a question without a word piece (empty, blank, or only
+            characters the tokenizer drops), which asks nothing: an InvalidArgument error
+            naming its row rather than a span of the context (for requests; datasets are read
+            as they are). A context without one has no answer ("", score -inf).
+
+        Returns:
+          A dict of W rows: int32 [W, sequence_length] `token_ids`, `segment_ids`,
+          `padding_mask`, `token_start` and `token_end` (each context token's characters in
+          its context, -1 elsewhere), `max_context` (1 where this window is the token's best),
+          and int32 [W] `example_index`; with answers also int32 [W] `start_positions`,
+          `end_positions` (0 = [CLS]), `answer_in_window` and `unmappable` (1 for every window
+          of a row whose answer covers no sub-token: train without those, as run_squad.py
+          does).
+
+        Example:
+
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertSpanPreprocessor(tokenizer, sequence_length=16,
+        ...                                           doc_stride=4, max_query_length=4)
+        >>> out = preprocessor.windows(["Who wrote it?"],
+        ...                            ["The book was written by Jane Austen in 1813."], [24], [35])
+        >>> out["token_start"].numpy().tolist()[1]
+        [-1, -1, -1, -1, -1, -1, 21, 24, 29, 36, 39, 43, -1, -1, -1, -1]
+        >>> out["start_positions"].numpy().tolist(), out["answer_in_window"].numpy().tolist()
+        ([11, 7], [1, 1])
+        """
         if (answer_starts is None) != (answer_ends is None):
             raise ValueError("Give both answer_starts and answer_ends, or neither.")
         questions = string_batch(questions, "BertSpanPreprocessor", "questions")
@@ -176,8 +245,9 @@ class BertSpanPreprocessor(PreprocessorBase):
 
     def _pack(self, question, context, starts, ends, is_max):
         """[CLS] question [SEP] window [SEP], padded to sequence_length, + the window columns
-        (`WINDOW_KEYS`), joined as one [rows, tokens, 6] tensor: a ragged concat a column made
-        half the graph every tf.data iterator instantiates (README, "Start-up")."""
+        (`WINDOW_KEYS`), joined as one [rows, tokens, 6] tensor: one ragged concat, not one a
+        column, keeps small the graph every tf.data iterator instantiates (README,
+        "Start-up")."""
         rows = context.nrows()
         cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
         edge = lambda *column: tf.broadcast_to(tf.constant(column, tf.int32), tf.stack(
@@ -207,13 +277,38 @@ class BertSpanPreprocessor(PreprocessorBase):
 
     def dataset(self, x, y=None, sample_weight=None, batch_size=32, shuffle=False, seed=None,
                 pad_to_multiple_of=1):
-        """tf.data of window batches from `x = (questions, contexts)` (lists or tensors) and
-        optionally `y = (answer_starts, answer_ends)` (characters, -1 = no answer; or the dict
-        form of `span_answers.ANSWER_FORM`) and one `sample_weight` a question: `inputs` (the
-        three model inputs) or `call`'s `(inputs, {"start_logits": ..., "end_logits": ...}[,
-        weights])`, re-batched to `batch_size` windows, each batch with targets cut to its
-        longest row. A `tf.data.Dataset` `x` is taken as batches of raw `((questions,
-        contexts), y[, sample_weight])` or `(questions, contexts)`."""
+        """A tf.data.Dataset of window batches: what `BertSpanLabeler.fit` / `predict` run on.
+
+        Windows are re-batched to `batch_size` windows; each batch with targets is cut to its
+        longest row (without, rows stay `sequence_length` long, so that `predict`'s logits
+        of all batches line up).
+
+        Args:
+          x: `(questions, contexts)`, lists or tensors; or a `tf.data.Dataset` of batches of
+            raw `((questions, contexts), y[, sample_weight])` or `(questions, contexts)`.
+          y: None, or `(answer_starts, answer_ends)` in characters, -1 for no answer (or the
+            dict form of `span_answers.ANSWER_FORM`).
+          sample_weight: one weight per question (with `y` only), or None.
+          batch_size: windows per batch.
+          shuffle: shuffle the questions (afresh every epoch).
+          seed: the shuffle's seed.
+          pad_to_multiple_of: round each batch's length up to a multiple of this (for XLA).
+
+        Returns:
+          A `tf.data.Dataset` of `inputs` (the three model inputs) or of `call`'s `(inputs,
+          {"start_logits": ..., "end_logits": ...}[, weights])`.
+
+        Example:
+
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertSpanPreprocessor(tokenizer, sequence_length=16,
+        ...                                           doc_stride=4, max_query_length=4)
+        >>> x = (["Who wrote it?"], ["The book was written by Jane Austen in 1813."])
+        >>> inputs, targets = next(iter(preprocessor.dataset(x, ([24], [35]))))
+        >>> tuple(inputs["token_ids"].shape), targets["start_logits"].numpy().tolist()
+        ((2, 16), [11, 7])
+        """
         from kbert.config import INPUT_KEYS
 
         if y is None and sample_weight is not None:
@@ -248,6 +343,7 @@ class BertSpanPreprocessor(PreprocessorBase):
         return prefetched(batches)
 
     def compute_output_spec(self, x, y=None, sample_weight=None):
+        """The `keras.KerasTensor`s `call` returns for symbolic inputs."""
         window = lambda: keras.KerasTensor((None, self.sequence_length), "int32")  # noqa: E731
         row = lambda dtype="int32": keras.KerasTensor((None,), dtype)  # noqa: E731
         if y is None:
@@ -257,6 +353,7 @@ class BertSpanPreprocessor(PreprocessorBase):
         return spec + ((row("float32"),) if sample_weight is not None else ())
 
     def get_config(self):
+        """The layer's config: the tokenizer and the windowing settings."""
         config = super().get_config()
         config.update({"sequence_length": self.sequence_length, "doc_stride": self.doc_stride,
                        "max_query_length": self.max_query_length,
@@ -266,7 +363,7 @@ class BertSpanPreprocessor(PreprocessorBase):
 
 def _counted(dataset):
     """`dataset` with its number of elements known, counted by one pass. Over a dataset of
-    unknown size, Keras 3.15 runs one more step on an empty batch, which its per-output loss
-    trackers count as a batch: `start_logits_loss` came out n/(n + 1) of its value."""
+    unknown size, Keras runs one more step on an empty batch, which its per-output loss
+    trackers count as a batch (a loss of n batches is then divided by n + 1)."""
     count = dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1)
     return dataset.apply(tf.data.experimental.assert_cardinality(count))

@@ -1,8 +1,8 @@
 """BertTokenPreprocessor: pre-split words → token-tagging features, as graph ops.
 
-`conll_features` of tests/spans/reference_conll.py (the numpy code kbert used before) in the
-graph, so training (tf.data), a Keras model and an exported SavedModel share it: the words of a
-sentence are joined by single spaces and tokenized once with character offsets; each sub-token
+`conll_features` of tests/spans/reference_conll.py (a numpy reference) in the graph, so
+training (tf.data), a Keras model and an exported SavedModel share it: the words of a sentence
+are joined by single spaces and tokenized once with character offsets; each sub-token
 belongs to the word whose start is the last one at or before the sub-token's start; only a
 word's first sub-token carries its label (weight 1), [CLS], [SEP], padding and the other sub-
 tokens weight 0. A sentence is cut at `sequence_length - 2` sub-tokens; the words cut off have
@@ -50,12 +50,13 @@ def _first_sub_tokens(word_starts, token_starts):
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertTokenPreprocessor(PreprocessorBase):
-    """Words (ragged string [batch, None]), optionally word labels (ragged int [batch, None])
-    → int32 [batch, sequence_length] `token_ids`, `segment_ids` (all 0), `padding_mask`,
-    `word_index` (the word a first sub-token begins, -1 elsewhere); with labels also
-    `labels` (the word's label on first sub-tokens, 0 elsewhere) and float32
-    `label_weights` (1 on first sub-tokens). A 1-D string tensor is one sentence (outputs
-    without the batch axis); a dense 2-D one is a batch whose every entry is a word.
+    """Packs pre-split words, and their labels, for token tagging (named entities, CoNLL).
+
+    The words of a sentence are joined by single spaces and tokenized; only a word's first
+    sub-token carries its label (weight 1), [CLS], [SEP], padding and the other sub-tokens
+    weight 0. A sentence is cut at `sequence_length - 2` sub-tokens; `windows` tags longer
+    texts. Raw text is split into words by `split_text` (or `split_words`) first. A sentence
+    with no words packs to [CLS] [SEP]. `BertTokenClassifier` trains on and tags with it.
 
     Args:
       tokenizer: a `BertTokenizer`.
@@ -63,6 +64,37 @@ class BertTokenPreprocessor(PreprocessorBase):
       doc_stride: how far apart `windows` start, in sub-tokens (default: half a row, so that
         each word has about a quarter row of context on each side, where the text has it).
       max_context_length: the sub-tokens of a text that `windows` tag (the rest is "O").
+      **kwargs: passed to `keras.layers.Layer` (e.g. `name`).
+
+    Call arguments:
+      words: ragged strings [batch, (words)] (a tensor or a list of word lists); a 1-D string
+        tensor is one sentence (outputs without the batch axis), a dense 2-D one a batch whose
+        every entry is a word.
+      labels: None, or one int label per word, ragged [batch, (words)].
+      sample_weight: one weight per sentence (with `labels` only), or None.
+
+    Returns:
+      Without labels, a dict of int32 [batch, sequence_length] `token_ids`, `segment_ids` (all
+      0), `padding_mask` and `word_index` (the word a first sub-token begins, -1 elsewhere).
+      With labels, `(inputs, labels, label_weights)`: the model's three inputs, each word's
+      label on its first sub-token (0 elsewhere), and float32 weights, 1 there (times the
+      sentence's `sample_weight`), 0 elsewhere.
+
+    Example:
+
+    >>> import kbert
+    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+    >>> preprocessor = kbert.BertTokenPreprocessor(tokenizer, sequence_length=8)
+    >>> out = preprocessor([["Unaffable", "Austen", "wrote"]])
+    >>> out["token_ids"].numpy().tolist()
+    [[101, 14477, 20961, 3468, 24177, 2626, 102, 0]]
+    >>> out["word_index"].numpy().tolist()
+    [[-1, 0, -1, -1, 1, 2, -1, -1]]
+    >>> inputs, labels, weights = preprocessor([["Unaffable", "Austen", "wrote"]], [[3, 1, 0]])
+    >>> labels.numpy().tolist()
+    [[0, 3, 0, 0, 1, 0, 0, 0]]
+    >>> weights.numpy().tolist()
+    [[0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]]
     """
 
     def __init__(self, tokenizer, sequence_length=128, doc_stride=None, max_context_length=4096,
@@ -81,6 +113,7 @@ class BertTokenPreprocessor(PreprocessorBase):
         self.sequence_length = sequence_length
 
     def build(self, words_shape=None, labels_shape=None):
+        """Marks the layer built: it has no weights."""
         self.built = True  # no weights; the tokenizer's tables exist from its constructor
 
     @staticmethod
@@ -101,11 +134,12 @@ class BertTokenPreprocessor(PreprocessorBase):
         return x, single
 
     def call(self, words, labels=None, sample_weight=None):
-        """Without labels: the `OUTPUT_KEYS` of the words, what a tagger's export decodes by.
+        """Packs `words`; see the class docstring.
+
+        Without labels: the `OUTPUT_KEYS` of the words, what a tagger's export decodes by.
         With labels, keras-hub's form, so that `dataset.map(preprocessor)` packs elements
-        `(words, labels[, sample_weight])` for `fit`: `(inputs, labels, label_weights)`, the
-        model's three inputs, each word's label on its first sub-token (0 elsewhere) and 1
-        there (times the sentence's `sample_weight`), 0 elsewhere."""
+        `(words, labels[, sample_weight])` for `fit`: `(inputs, labels, label_weights)`.
+        """
         if labels is None:
             if sample_weight is not None:
                 raise ValueError("sample_weight weighs labels: give the labels too.")
@@ -127,12 +161,32 @@ class BertTokenPreprocessor(PreprocessorBase):
         return {k: v[0] for k, v in out.items()} if single else out
 
     def windows(self, words):
-        """Words of texts of any length (as `call` takes them, without labels) → W ≥ batch
-        rows: run_squad.py's windows over the first `max_context_length` sub-tokens,
-        `sequence_length - 2` a window and `doc_stride` apart (`kbert.text.windows`), with
-        `word_index` naming a word only in the window where its first sub-token has the most
-        context, so that every word is tagged once; and int32 [W] `example_index`, the input
-        row of each window. A text that fits one row gives that row, as `call` packs it."""
+        """The words of texts of any length, packed in overlapping windows to be tagged.
+
+        run_squad.py's windows over the first `max_context_length` sub-tokens,
+        `sequence_length - 2` a window and `doc_stride` apart (`kbert.text.windows`). A text
+        that fits one row gives that row, as `call` packs it.
+
+        Args:
+          words: as `call` takes them, without labels.
+
+        Returns:
+          A dict of W ≥ batch rows: `call`'s four outputs, with `word_index` naming a word
+          only in the window where its first sub-token has the most context (so that every
+          word is tagged once), and int32 [W] `example_index`, the input row of each window.
+
+        Example:
+
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertTokenPreprocessor(tokenizer, sequence_length=6,
+        ...                                            doc_stride=2)
+        >>> out = preprocessor.windows([["a", "b", "c", "d", "e", "f"]])
+        >>> out["example_index"].numpy().tolist()
+        [0, 0]
+        >>> out["word_index"].numpy().tolist()
+        [[-1, 0, 1, 2, -1, -1], [-1, -1, 3, 4, 5, -1]]
+        """
         # n pieces come from n words at most: the text beyond is never tokenized.
         words, _ = self._ragged(words, "words", (tf.string,))
         _, _, ids, word_index = self._pieces(words[:, :self.max_context_length],
@@ -195,9 +249,32 @@ class BertTokenPreprocessor(PreprocessorBase):
                 "word_index": pack(word_index, -1, -1, -1)}
 
     def split_text(self, text, tokens=None):
-        """Raw strings [batch] → `split_words(text)`, the text first cut to the bytes its first
-        `tokens` sub-tokens can come from (default: one row's, what `dataset` splits; a tagger
-        splits `max_context_length`'s for its `windows`)."""
+        """Raw strings split into words, as `call` and `windows` take them.
+
+        `split_words(text)`, the text first cut to the bytes its first `tokens` sub-tokens can
+        come from.
+
+        Args:
+          text: strings [batch].
+          tokens: None for one row's sub-tokens (what `dataset` splits); a tagger splits
+            `max_context_length`'s for its `windows`.
+
+        Returns:
+          A tuple `(words, starts, ends, text)`: words ragged string [batch, (words)], each
+          word's [start, end) in characters of `text`, and `text` itself with invalid UTF-8
+          replaced (what the offsets index).
+
+        Example:
+
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertTokenPreprocessor(tokenizer, sequence_length=8)
+        >>> words, starts, ends, _ = preprocessor.split_text(["Jane Austen wrote Emma."])
+        >>> words.to_list()
+        [[b'Jane', b'Austen', b'wrote', b'Emma', b'.']]
+        >>> starts.to_list(), ends.to_list()
+        ([[0, 5, 12, 18, 22]], [[4, 11, 17, 22, 23]])
+        """
         return split_words(self.cap(text, tokens or self.sequence_length - 2))
 
     def _labels(self, labels, words, word_index, pack):
@@ -217,13 +294,36 @@ class BertTokenPreprocessor(PreprocessorBase):
 
     def dataset(self, x, y=None, sample_weight=None, batch_size=32, shuffle=False, seed=None,
                 pad_to_multiple_of=1):
-        """tf.data of `(inputs, labels, label_weights)` batches (`inputs` only without `y`),
-        each cut to its longest row: what `BertTask.fit` / `predict` run on. `x`: word lists,
-        or raw strings (split by `split_words`), or a `tf.data.Dataset` of such raw batches
-        (with their labels and weights); `y`: one label id per word; `sample_weight`: one
-        weight per sentence, which multiplies its words' weights. Without `y` the batches keep
-        the full `sequence_length`, so that `predict`'s logits of all batches concatenate and
-        line up with this layer's `word_index`."""
+        """A tf.data.Dataset of packed batches: what `BertTask.fit` / `predict` run on.
+
+        Each batch with labels is cut to its longest row. Without `y` the batches keep the
+        full `sequence_length`, so that `predict`'s logits of all batches concatenate and line
+        up with this layer's `word_index`.
+
+        Args:
+          x: word lists, or raw strings (split by `split_words`), or a `tf.data.Dataset` of
+            such raw batches (with their labels and weights).
+          y: one label id per word, or None.
+          sample_weight: one weight per sentence, which multiplies its words' weights; or None.
+          batch_size: sentences per batch.
+          shuffle: shuffle the sentences (afresh every epoch).
+          seed: the shuffle's seed.
+          pad_to_multiple_of: round each batch's length up to a multiple of this (for XLA).
+
+        Returns:
+          A `tf.data.Dataset` of `(inputs, labels, label_weights)`, or of `(inputs,)` without
+          `y`.
+
+        Example:
+
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertTokenPreprocessor(tokenizer, sequence_length=16)
+        >>> dataset = preprocessor.dataset([["Jane", "Austen"], ["Emma"]], [[1, 2], [1]])
+        >>> inputs, labels, weights = next(iter(dataset))
+        >>> tuple(inputs["token_ids"].shape), labels.numpy().tolist()
+        ((2, 4), [[0, 1, 2, 0], [0, 1, 0, 0]])
+        """
         from kbert.config import INPUT_KEYS
         from kbert.text.datasets import batched_dataset, check_example_counts
         from kbert.text.trim import trim_to_longest
@@ -259,6 +359,7 @@ class BertTokenPreprocessor(PreprocessorBase):
         return batched_dataset(x, y, None, pack, batch_size, shuffle, seed)
 
     def compute_output_spec(self, words, labels=None, sample_weight=None):
+        """The `keras.KerasTensor`s `call` returns for symbolic inputs."""
         shape = tuple(words.shape[:1]) + (self.sequence_length,)
         if labels is None:
             return {k: keras.KerasTensor(shape, dtype="int32") for k in OUTPUT_KEYS}
@@ -266,6 +367,7 @@ class BertTokenPreprocessor(PreprocessorBase):
                 keras.KerasTensor(shape, dtype="int32"), keras.KerasTensor(shape, dtype="float32"))
 
     def get_config(self):
+        """The layer's config: the tokenizer and the packing settings."""
         config = super().get_config()
         config.update({"sequence_length": self.sequence_length, "doc_stride": self.doc_stride,
                        "max_context_length": self.max_context_length})

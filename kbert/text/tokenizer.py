@@ -36,7 +36,7 @@ from kbert import presets
 from kbert.text.basic_tokenizer import BasicTokenizer
 from kbert.text.tokenizer_files import (LEGACY_MAX_CHARS_PER_WORD, MAX_CHARS_PER_WORD,
                                         SPECIAL_TOKENS, check_max_chars)
-# Still importable from here, where they lived before (kbert.presets, kbert.data, tests).
+# Re-exported: kbert.presets, kbert.data and the tests import them from here.
 from kbert.text.tokenizer_files import (casing_from_checkpoint, load_vocabulary,  # noqa: F401
                                         max_chars_from_checkpoint)
 
@@ -45,29 +45,67 @@ _LONG_WORD = " "  # words never hold spaces and vocab tokens never start with on
 
 
 def take_tf_inputs(layer):
-    """Lets a layer of TensorFlow graph ops receive its inputs as they are. Keras'
-    `Layer.__call__` first converts them to the backend's tensors, which on the JAX backend
-    fails for tf.string tensors in tf.data ("string arrays can only be made from NumPy
-    arrays", Keras 3.15, JAX 0.10). Keras' own tf.data-ready layers (`CategoryEncoding`)
-    switch the conversion off the same way."""
+    """Lets a layer of TensorFlow graph ops receive its inputs as they are.
+
+    Keras' `Layer.__call__` converts inputs to the backend's tensors, which fails for tf.string
+    tensors in tf.data on the JAX backend ("string arrays can only be made from NumPy arrays").
+    Keras' own tf.data-ready layers (`CategoryEncoding`) switch the conversion off the same way.
+
+    Args:
+      layer: the `keras.layers.Layer` to change, in its constructor after `super().__init__`.
+    """
     layer._convert_input_args = False
     layer._allow_non_tensor_positional_args = True
 
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertTokenizer(keras.layers.Layer):
-    """Strings [batch] → tf.RaggedTensor of int32 WordPiece ids [batch, None], no special tokens.
+    """BERT's WordPiece tokenizer as a Keras layer: strings to ragged int32 token ids.
+
+    Google's `FullTokenizer` in TensorFlow graph ops (see the module docstring for the steps),
+    so it runs in tf.data, inside a model and in an exported SavedModel alike. It adds no
+    special tokens: [CLS], [SEP] and padding are the preprocessors' work (`BertPreprocessor`),
+    and text such as "[SEP]" typed by a user is tokenized as ordinary text.
 
     Args:
       vocabulary: path to a vocab.txt (or a directory holding one) or a list of tokens; the
         line number / list index is the id. Must contain [PAD], [UNK], [CLS], [SEP], [MASK].
       lowercase: True for uncased checkpoints (lowercase, NFD, strip accents).
+      max_chars_per_word: longer words (in characters, after normalization) become one [UNK].
+        Google's 200 by default; `from_pretrained` reads a checkpoint's own (Hugging Face: 100),
+        and a saved config without it means 100 (`from_config`).
       strip_accents: None strips accents exactly where text is lowercased (Google's BERT);
         True or False decides apart from casing, as Hugging Face's `strip_accents` does (some
         uncased checkpoints keep accents). `from_pretrained` reads a checkpoint's own.
-      max_chars_per_word: longer words (in characters, after normalization) become one [UNK].
-        Google's 200 by default; `from_pretrained` reads a checkpoint's own (Hugging Face: 100),
-        and a config saved before this argument existed means the 100 kbert used then.
+      **kwargs: passed to `keras.layers.Layer` (e.g. `name`).
+
+    Call arguments:
+      inputs: strings, a tf.string tensor [batch] or a scalar (or a list of Python strings).
+
+    Returns:
+      A `tf.RaggedTensor` of int32 ids [batch, (tokens)], or an int32 tensor [tokens] for a
+      scalar string.
+
+    The ids of the special tokens are attributes: `pad_token_id`, `unk_token_id`,
+    `cls_token_id`, `sep_token_id`, `mask_token_id`.
+
+    Example:
+
+    >>> import kbert
+    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+    >>> tokenizer(["The quick brown fox.", "Unaffable!"]).to_list()
+    [[1996, 4248, 2829, 4419, 1012], [14477, 20961, 3468, 999]]
+    >>> ids = tokenizer("Unaffable résumé!").numpy().tolist()
+    >>> [tokenizer.id_to_token(i) for i in ids]
+    ['una', '##ffa', '##ble', 'resume', '!']
+    >>> tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id
+    (101, 102, 103)
+
+    A vocabulary can also be a list of tokens:
+
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "fox", "##es"]
+    >>> kbert.BertTokenizer(vocabulary)(["The foxes", "the cats"]).to_list()
+    [[5, 6, 7], [5, 1]]
     """
 
     def __init__(self, vocabulary, lowercase=True, max_chars_per_word=MAX_CHARS_PER_WORD,
@@ -95,26 +133,79 @@ class BertTokenizer(keras.layers.Layer):
 
     @classmethod
     def from_pretrained(cls, path, lowercase=None, max_chars_per_word=None, **kwargs):
-        """Reads `vocab.txt` from a checkpoint directory or a name of `kbert.presets`; casing
-        per `casing_from_checkpoint`, accents per `accents_from_checkpoint` and the word limit
-        per `max_chars_from_checkpoint` unless given."""
+        """The tokenizer of a checkpoint directory or of a `kbert.presets` name.
+
+        Reads the checkpoint's `vocab.txt`, and unless given its casing
+        (`casing_from_checkpoint`), accent stripping (`accents_from_checkpoint`) and word
+        limit (`max_chars_from_checkpoint`).
+
+        Args:
+          path: a checkpoint directory (Hugging Face, Google, keras-hub, kbert) or a preset
+            name such as "minilm_l6_h384_uncased".
+          lowercase: None to read the casing from the checkpoint, else as in the constructor.
+          max_chars_per_word: None to read it from the checkpoint, else as in the constructor.
+          **kwargs: other constructor arguments (e.g. `strip_accents`).
+
+        Returns:
+          A `BertTokenizer`.
+
+        Example:
+
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> tokenizer.lowercase, tokenizer.max_chars_per_word
+        (True, 100)
+        """
         return presets.load_tokenizer(path, cls=cls, lowercase=lowercase,
                                       max_chars_per_word=max_chars_per_word, **kwargs)
 
     # --- vocabulary -------------------------------------------------------------------------
 
     def vocabulary_size(self):
+        """The number of tokens in the vocabulary.
+
+        Example:
+
+        >>> import kbert
+        >>> kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased").vocabulary_size()
+        30522
+        """
         return len(self._vocab)
 
     def get_vocabulary(self):
+        """The vocabulary as a new list of tokens, each at the index of its id.
+
+        Example:
+
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> tokenizer.get_vocabulary()[100:104]
+        ['[UNK]', '[CLS]', '[SEP]', '[MASK]']
+        """
         return list(self._vocab)
 
     def id_to_token(self, id):
+        """The token of id `id`; a ValueError outside the vocabulary.
+
+        Example:
+
+        >>> import kbert
+        >>> kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased").id_to_token(4419)
+        'fox'
+        """
         if not 0 <= int(id) < len(self._vocab):
             raise ValueError(f"Token id {id} is outside the vocabulary [0, {len(self._vocab)}).")
         return self._vocab[int(id)]
 
     def token_to_id(self, token):
+        """The id of `token`; a ValueError if the vocabulary does not hold it.
+
+        Example:
+
+        >>> import kbert
+        >>> kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased").token_to_id("##ble")
+        3468
+        """
         if token not in self._index:
             raise ValueError(f"Token {token!r} is not in the vocabulary.")
         return self._index[token]
@@ -140,13 +231,29 @@ class BertTokenizer(keras.layers.Layer):
         return (tf.expand_dims(text, 0) if scalar else text), scalar
 
     def call(self, inputs):
+        """Strings [batch] → ragged int32 ids [batch, (tokens)]; see the class docstring."""
         ids = self.tokenize_words(inputs)
         return ids.merge_dims(-2, -1)
 
     def tokenize_words(self, inputs):
-        """Ids grouped by word: ragged int32 [batch, (words), (pieces)] ([(words), (pieces)]
-        for a scalar), the form of tensorflow_text's BertTokenizer and TF Hub's BERT
-        preprocessors' `tokenize`."""
+        """The ids of `inputs` grouped by word.
+
+        The form of tensorflow_text's `BertTokenizer` and TF Hub's BERT preprocessors'
+        `tokenize`.
+
+        Args:
+          inputs: strings [batch], or a scalar string.
+
+        Returns:
+          A ragged int32 tensor [batch, (words), (pieces)] ([(words), (pieces)] for a scalar).
+
+        Example:
+
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> tokenizer.tokenize_words(["Unaffable fox"]).to_list()
+        [[[14477, 20961, 3468], [4419]]]
+        """
         text, scalar = self._prepare(inputs)
         normalized, _, _ = self._basic.normalize(text)
         words, _, _, _ = self._words(normalized)
@@ -154,13 +261,44 @@ class BertTokenizer(keras.layers.Layer):
         return ids[0] if scalar else ids
 
     def tokenize(self, inputs):
-        """The same as calling the tokenizer (keras-hub's name)."""
+        """The same as calling the tokenizer (keras-hub's name).
+
+        Example:
+
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> tokenizer.tokenize(["The quick brown fox."]).to_list()
+        [[1996, 4248, 2829, 4419, 1012]]
+        """
         return self(inputs)
 
     def tokenize_with_offsets(self, inputs, unit="byte"):
-        """(ids, starts, ends): ragged int32 [batch, None] each; [start, end) into the original
-        strings, in bytes (`unit="byte"`) or characters (`unit="char"`, code points, with each
-        invalid UTF-8 sequence counting as one character)."""
+        """The ids of `inputs` and where each token's text is in the original strings.
+
+        A token spans from its first character to just before the next character that
+        survives normalization, so accents and invisible characters deleted after a word
+        belong to that word.
+
+        Args:
+          inputs: strings [batch], or a scalar string.
+          unit: "byte" for offsets in bytes (the unit of TF strings) or "char" for code points
+            (what Python's `str` indexes), each invalid UTF-8 sequence counting as one.
+
+        Returns:
+          A tuple `(ids, starts, ends)` of ragged int32 tensors [batch, (tokens)] ([tokens]
+          for a scalar): each token's [start, end) in its original string.
+
+        Example:
+
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> ids, starts, ends = tokenizer.tokenize_with_offsets(["Héllo wörld!"], unit="char")
+        >>> ids.to_list(), starts.to_list(), ends.to_list()
+        ([[7592, 2088, 999]], [[0, 6, 11]], [[5, 11, 12]])
+        >>> _, starts, ends = tokenizer.tokenize_with_offsets(["Héllo wörld!"])  # bytes
+        >>> starts.to_list(), ends.to_list()
+        ([[0, 7, 13]], [[6, 13, 14]])
+        """
         if unit not in ("byte", "char"):
             raise ValueError(f"unit must be 'byte' or 'char', got {unit!r}.")
         text, scalar = self._prepare(inputs)
@@ -209,10 +347,25 @@ class BertTokenizer(keras.layers.Layer):
         return ids, starts, ends
 
     def detokenize(self, ids):
-        """Ids [batch, None] (ragged or dense; [PAD] dropped) → strings [batch].
+        """Ids back to text: WordPiece continuations glued on, words joined by single spaces.
 
-        WordPiece continuations are glued back on; the text is the normalized one (lowercased
-        and accent-free for uncased vocabularies), words separated by single spaces.
+        The text is the normalized one (lowercased and accent-free for uncased vocabularies).
+
+        Args:
+          ids: int ids [batch, None], ragged or dense ([PAD] ids of a dense tensor are
+            dropped), or one row [None].
+
+        Returns:
+          A tf.string tensor [batch], or a scalar for one row.
+
+        Example:
+
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> tokenizer.detokenize(tokenizer(["Unaffable Résumé!"])).numpy().tolist()
+        [b'unaffable resume !']
+        >>> tokenizer.detokenize([[101, 4419, 102, 0, 0]]).numpy().tolist()
+        [b'[CLS] fox [SEP]']
         """
         if not isinstance(ids, tf.RaggedTensor):
             ids = tf.convert_to_tensor(ids)
@@ -227,10 +380,12 @@ class BertTokenizer(keras.layers.Layer):
         return tf.strings.regex_replace(text, " ##", "")
 
     def compute_output_spec(self, inputs):
+        """A ragged int32 `keras.KerasTensor` of `inputs`'s shape plus a tokens axis."""
         shape = tuple(inputs.shape) + (None,)
         return keras.KerasTensor(shape, dtype="int32", ragged=True)
 
     def get_config(self):
+        """The layer's config, with the vocabulary as a list and the tokenization settings."""
         config = super().get_config()
         config.update({"vocabulary": list(self._vocab), "lowercase": self.lowercase,
                        "strip_accents": self.strip_accents,
@@ -239,8 +394,11 @@ class BertTokenizer(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
-        """A config without `max_chars_per_word` was saved by a kbert that cut words at 100
-        characters: keep that, so a saved model reads text as it was trained to."""
+        """The tokenizer of a `get_config` dict.
+
+        A config without `max_chars_per_word` gets `LEGACY_MAX_CHARS_PER_WORD` (100), the limit
+        such configs were saved with, so a saved model reads text as it was trained to.
+        """
         config = dict(config)
         config.setdefault("max_chars_per_word", LEGACY_MAX_CHARS_PER_WORD)
         return super().from_config(config)

@@ -18,7 +18,22 @@ from kbert.text.basic_tokenizer import BasicTokenizer
 
 
 def reserved_tokens(num_unused=99):
-    """[PAD], [unused0..num_unused-1], [UNK], [CLS], [SEP], [MASK] — Google's first ids."""
+    """[PAD], [unused0..num_unused-1], [UNK], [CLS], [SEP], [MASK] — Google's first ids.
+
+    Args:
+      num_unused: how many [unusedN] tokens to reserve.
+
+    Returns:
+      A list of `num_unused + 5` tokens.
+
+    Example:
+
+    >>> from kbert.text.vocab import reserved_tokens
+    >>> reserved_tokens(2)
+    ['[PAD]', '[unused0]', '[unused1]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
+    >>> reserved_tokens().index("[CLS]")
+    101
+    """
     return (["[PAD]"] + [f"[unused{i}]" for i in range(num_unused)]
             + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
 
@@ -43,7 +58,22 @@ def _batches(texts, batch_size):
 
 
 def count_words(texts, lowercase=True, batch_size=256):
-    """{word: count} over an iterable of strings or a tf.data.Dataset of strings."""
+    """How often each word occurs, words as `BertTokenizer` splits them before WordPiece.
+
+    Args:
+      texts: an iterable of strings, or a tf.data.Dataset of strings (scalars or batches).
+      lowercase: count lowercased, accent-free words (an uncased vocabulary's).
+      batch_size: the strings split at a time.
+
+    Returns:
+      A dict {word: count}.
+
+    Example:
+
+    >>> from kbert.text.vocab import count_words
+    >>> sorted(count_words(["The cat.", "the Café"]).items())
+    [('.', 1), ('cafe', 1), ('cat', 1), ('the', 2)]
+    """
     basic = BasicTokenizer(lowercase)
     split = tf.function(lambda t: basic(t).flat_values,
                         input_signature=[tf.TensorSpec([None], tf.string)])
@@ -55,7 +85,12 @@ def count_words(texts, lowercase=True, batch_size=256):
 
 def train_vocabulary(texts, vocab_size=30522, lowercase=True, output_path=None,
                      num_unused=99, max_unique_chars=1000, min_count=2, max_token_length=50):
-    """Learns a WordPiece vocabulary from `texts`; returns the token list (id = index).
+    """Learns a WordPiece vocabulary from `texts`, laid out like Google's BERT vocabularies.
+
+    Words are counted as `BertTokenizer` splits them, and the pieces chosen by tensorflow-text's
+    WordPiece learner. The vocabulary starts with [PAD], the [unusedN] tokens, [UNK], [CLS],
+    [SEP] and [MASK] (ids 100 to 103 with Google's 99 unused), then every single character and
+    its ## form, then the learned pieces.
 
     Args:
       texts: an iterable of strings, or a tf.data.Dataset of strings (scalars or batches).
@@ -68,6 +103,25 @@ def train_vocabulary(texts, vocab_size=30522, lowercase=True, output_path=None,
       max_unique_chars: the alphabet size; rarer characters are left out (they become [UNK]).
       min_count: the lowest frequency the learner's threshold search may go to.
       max_token_length: words longer than this (in characters) are not counted.
+
+    Returns:
+      The list of tokens, each at the index of its id.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> import kbert
+    >>> texts = ["the quick brown fox jumps over the lazy dog", "the dog sleeps"] * 3
+    >>> path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+    >>> vocabulary = kbert.train_vocabulary(texts, vocab_size=70, num_unused=0, min_count=1,
+    ...                                     output_path=path)
+    >>> vocabulary[:5]
+    ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
+    >>> len(vocabulary) <= 70, "quick" in vocabulary
+    (True, True)
+    >>> tokenizer = kbert.BertTokenizer(path)
+    >>> [tokenizer.id_to_token(i) for i in tokenizer("The quickest dogs").numpy().tolist()]
+    ['the', 'quick', '##e', '##s', '##t', 'dog', '##s']
     """
     reserved = reserved_tokens(num_unused)
     if vocab_size <= len(reserved):
