@@ -19,7 +19,30 @@ HEAD_NAMES = {MLM_HEAD: "masked LM", NSP_HEAD: "next sentence"}
 
 
 def detect_format(path) -> str:
-    """"huggingface", "google" or "keras_hub" for a checkpoint directory (or Google prefix)."""
+    """Names the format of a checkpoint.
+
+    Args:
+      path: a checkpoint directory, or the prefix of a Google checkpoint
+        (".../bert_model.ckpt").
+
+    Returns:
+      "huggingface" (config.json), "google" (bert_config.json, or a prefix with its .index
+      file) or "keras_hub" (a keras-hub preset's config.json).
+
+    Raises:
+      CheckpointError: `path` holds no checkpoint of these formats.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> kbert.convert.detect_format(kbert.convert.save_hf(backbone, folder / "hf"))
+    'huggingface'
+    >>> kbert.convert.detect_format(kbert.convert.save_google(backbone, folder / "google"))
+    'google'
+    """
     path = pathlib.Path(path)
     if path.is_dir():
         if (path / "bert_config.json").is_file():
@@ -40,7 +63,29 @@ def detect_format(path) -> str:
 
 
 def read_checkpoint(path, allow_pickle=False):
-    """(BertConfig, canonical weights) from a checkpoint in any supported format."""
+    """Reads a checkpoint of any supported format as a config and canonical weights.
+
+    Args:
+      path: a Hugging Face directory, a Google checkpoint directory or prefix, or a keras-hub
+        preset directory (`detect_format`).
+      allow_pickle: read a Hugging Face directory's pytorch_model.bin (unpickling runs code:
+        trusted files only); without it only safetensors are read.
+
+    Returns:
+      (`BertConfig`, weights): the weights as a dict of float32 numpy arrays under kbert's
+      canonical names (`kbert.convert.weights`), the pre-training heads included where the
+      checkpoint has them.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> path = kbert.convert.save_hf(backbone, pathlib.Path(tempfile.mkdtemp()) / "hf")
+    >>> config, weights = kbert.convert.read_checkpoint(path)
+    >>> config.num_layers, weights["embeddings.word_embeddings.weight"].shape
+    (2, (30522, 128))
+    """
     fmt = detect_format(path)
     if fmt == "google":
         return read_google_checkpoint(path)
@@ -52,7 +97,24 @@ def read_checkpoint(path, allow_pickle=False):
 
 
 def read_config(path):
-    """The `BertConfig` of a checkpoint, without reading its weights."""
+    """Reads the `BertConfig` of a checkpoint, without reading its weights.
+
+    Args:
+      path: a checkpoint of any supported format (`detect_format`).
+
+    Returns:
+      The checkpoint's `BertConfig`.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> path = kbert.convert.save_google(backbone, pathlib.Path(tempfile.mkdtemp()) / "g")
+    >>> config = kbert.convert.read_config(path)
+    >>> config.hidden_size, config.num_layers
+    (128, 2)
+    """
     from kbert.config import BertConfig, ConfigError
 
     path = pathlib.Path(path)
@@ -71,26 +133,83 @@ def read_config(path):
 
 
 def is_causal(path) -> bool:
-    """Whether the checkpoint at `path` is a left-to-right model (Hugging Face `is_decoder`;
-    the Google and keras-hub formats have none)."""
+    """Tells whether a checkpoint is a left-to-right (causal) model.
+
+    Args:
+      path: a checkpoint of any supported format.
+
+    Returns:
+      True for a Hugging Face checkpoint marked `is_decoder`; the Google and keras-hub formats
+      have no causal BERT.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> causal = kbert.BertBackbone(kbert.BertConfig.preset("tiny"), causal=True)
+    >>> path = kbert.convert.save_hf(causal, pathlib.Path(tempfile.mkdtemp()) / "hf")
+    >>> kbert.convert.is_causal(path)
+    True
+    """
     return detect_format(path) == "huggingface" and is_decoder(path)
 
 
 def refuse_causal(path, fmt):
-    """A left-to-right checkpoint cannot become a format that would run it bidirectionally."""
+    """Refuses to convert a left-to-right checkpoint to a format that would run it
+    bidirectionally.
+
+    Args:
+      path: the checkpoint to convert.
+      fmt: the target format ("huggingface", "google", "keras_hub", ...).
+
+    Raises:
+      CheckpointError: the checkpoint is causal (`is_causal`) and `fmt` is not "huggingface".
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> causal = kbert.BertBackbone(kbert.BertConfig.preset("tiny"), causal=True)
+    >>> path = kbert.convert.save_hf(causal, pathlib.Path(tempfile.mkdtemp()) / "hf")
+    >>> kbert.convert.refuse_causal(path, "huggingface")
+    >>> kbert.convert.refuse_causal(path, "google")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    kbert.convert.weights.CheckpointError: ... is a left-to-right (is_decoder) model; ...
+    """
     if is_causal(path) and fmt != "huggingface":
         raise CheckpointError(f"{path} is a left-to-right (is_decoder) model; the {fmt} format "
                               "has no causal BERT, so it would run bidirectionally there.")
 
 
 def load_backbone(cls, path, allow_pickle=False, **kwargs):
-    """`cls(config, **kwargs)` built from the checkpoint at `path`, holding its weights; causal
-    when the checkpoint is (`is_causal`) unless `causal` is given. Dropout rates in `kwargs`
-    (`hidden_dropout`, `attention_dropout`) replace the checkpoint's.
+    """Builds a backbone from a checkpoint, holding its weights.
 
     The caller names the class (keras-hub's habit), so this format reader never imports the
-    model code; `cls` needs a `BertBackbone`'s constructor and layer names. Names such as
-    "minilm_l6_h384_uncased" are resolved a floor up, by `kbert.presets`.
+    model code. Names such as "minilm_l6_h384_uncased" are resolved by `kbert.presets`
+    (`kbert.BertBackbone.from_pretrained`), not here.
+
+    Args:
+      cls: the backbone class: a `kbert.BertBackbone`, or a class with its constructor and
+        layer names.
+      path: a checkpoint of any supported format (`detect_format`).
+      allow_pickle: read a Hugging Face directory's pytorch_model.bin (trusted files only).
+      **kwargs: constructor arguments of `cls`. `causal` defaults to the checkpoint's
+        (`is_causal`); dropout rates (`hidden_dropout`, `attention_dropout`) replace the
+        checkpoint's.
+
+    Returns:
+      `cls(config, **kwargs)` with the checkpoint's config and weights.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> path = kbert.convert.save_hf(backbone, pathlib.Path(tempfile.mkdtemp()) / "hf")
+    >>> loaded = kbert.convert.load_backbone(kbert.BertBackbone, path, hidden_dropout=0.0)
+    >>> loaded.config.num_layers, loaded.config.hidden_dropout, loaded.causal
+    (2, 0.0, False)
     """
     config, weights = read_checkpoint(path, allow_pickle=allow_pickle)
     config = config.with_rates_from(kwargs)
@@ -101,13 +220,33 @@ def load_backbone(cls, path, allow_pickle=False, **kwargs):
 
 
 def load_pretraining_heads(pretrainer, path, allow_pickle=False) -> list[str]:
-    """Fills a `BertPretrainer`'s masked-LM and next-sentence heads from the checkpoint at
-    `path` where it holds them (transformers' `BertForPreTraining` has both, `BertForMaskedLM`
-    the first, Google's release both; a keras-hub preset has neither), as Google's
-    run_pretraining.py and transformers' `from_pretrained` go on from a checkpoint's heads.
-    Returns the names of the heads loaded ("masked LM", "next sentence"); one the checkpoint
-    lacks keeps its fresh weights. Reads the checkpoint whole, once more than the backbone did:
-    a cost paid once at the start of a pre-training run."""
+    """Fills a `BertPretrainer`'s pre-training heads from a checkpoint that holds them.
+
+    Continued pre-training goes on from a checkpoint's heads, as Google's run_pretraining.py
+    and transformers' `from_pretrained` do. transformers' `BertForPreTraining` and Google's
+    release hold both heads, `BertForMaskedLM` the masked LM's; a keras-hub preset has
+    neither. A head the checkpoint lacks keeps its fresh weights. The checkpoint is read
+    whole, once more than the backbone needed.
+
+    Args:
+      pretrainer: a `kbert.BertPretrainer`.
+      path: a checkpoint of any supported format.
+      allow_pickle: read a Hugging Face directory's pytorch_model.bin (trusted files only).
+
+    Returns:
+      The names of the heads loaded: "masked LM", "next sentence".
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> trained = kbert.BertPretrainer(backbone)
+    >>> path = kbert.convert.save_hf(trained, pathlib.Path(tempfile.mkdtemp()) / "hf")
+    >>> fresh = kbert.BertPretrainer(kbert.convert.load_backbone(kbert.BertBackbone, path))
+    >>> sorted(kbert.convert.load_pretraining_heads(fresh, path))
+    ['masked LM', 'next sentence']
+    """
     if detect_format(path) == "keras_hub":
         return []
     _, weights = read_checkpoint(path, allow_pickle=allow_pickle)
@@ -115,11 +254,42 @@ def load_pretraining_heads(pretrainer, path, allow_pickle=False) -> list[str]:
 
 
 def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None, label_names=None):
-    """Writes a `BertBackbone` (or a `BertPretrainer`, heads included) as a Hugging Face
-    directory; with a `BertTokenizer`, its vocabulary, casing and word limit too. A fine-tuned
-    `BertClassifier`, `BertTokenClassifier`, `BertMultipleChoice` or `BertSpanLabeler` becomes
-    the `transformers` class for its task, with `label_names` (default: the model's) as `id2label`
-    (`kbert.convert.task_heads`)."""
+    """Saves a kbert model as a Hugging Face `transformers` checkpoint directory.
+
+    A `BertBackbone` becomes a `BertModel`, a `BertPretrainer` a `BertForPreTraining` (heads
+    included), and a fine-tuned `BertClassifier`, `BertTokenClassifier`, `BertMultipleChoice`
+    or `BertSpanLabeler` the `transformers` class for its task (`kbert.convert.task_heads`).
+    A causal backbone is marked `is_decoder`. The directory is written atomically.
+
+    Args:
+      model: the model to save.
+      path: the directory to write (config.json, model.safetensors, ...).
+      vocab_file: a vocab.txt to copy in (without `tokenizer`).
+      overwrite: replace a `path` holding other files than a previous checkpoint's.
+      tokenizer: a `kbert.BertTokenizer`, whose vocabulary, casing and word limit are written
+        too (vocab.txt, tokenizer_config.json).
+      label_names: a classifier's class names, in id order, as `id2label` (default: the
+        model's).
+
+    Returns:
+      `path`, as a `pathlib.Path`.
+
+    Example:
+
+    >>> import json, pathlib, tempfile
+    >>> import kbert
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "bad", "film"]
+    >>> config = kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary))
+    >>> classifier = kbert.BertClassifier(kbert.BertBackbone(config), num_classes=2)
+    >>> path = kbert.convert.save_hf(classifier, pathlib.Path(tempfile.mkdtemp()) / "hf",
+    ...                              tokenizer=kbert.BertTokenizer(vocabulary),
+    ...                              label_names=["negative", "positive"])
+    >>> sorted(p.name for p in path.iterdir())
+    ['config.json', 'model.safetensors', 'tokenizer_config.json', 'vocab.txt']
+    >>> hf_config = json.loads((path / "config.json").read_text())
+    >>> hf_config["architectures"], hf_config["id2label"]
+    (['BertForSequenceClassification'], {'0': 'negative', '1': 'positive'})
+    """
     causal = _is_causal_model(model)
     head = task_head(model, label_names)
     if tokenizer is None:
@@ -135,9 +305,32 @@ def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None, label
 
 
 def save_google(model, path, vocab_file=None, overwrite=False, tokenizer=None):
-    """Writes a `BertBackbone` (or `BertPretrainer`) in the original Google TF1 layout; a
-    fine-tuned `BertClassifier` or `BertSpanLabeler` with the head of run_classifier.py or
-    run_squad.py (`kbert.convert.google`). With a `BertTokenizer`, its vocabulary and casing."""
+    """Saves a kbert model as an original Google (TF1) BERT checkpoint directory.
+
+    A `BertBackbone` or `BertPretrainer` (heads included) is written as Google's release is;
+    a fine-tuned `BertClassifier` or `BertSpanLabeler` with the head of run_classifier.py or
+    run_squad.py (`kbert.convert.google`). A causal model has no Google form.
+
+    Args:
+      model: the model to save.
+      path: the directory to write (bert_config.json, bert_model.ckpt.*).
+      vocab_file: a vocab.txt to copy in (without `tokenizer`).
+      overwrite: replace a `path` holding other files than a Google checkpoint's.
+      tokenizer: a `kbert.BertTokenizer`, whose vocabulary (vocab.txt) and casing
+        (`do_lower_case`, `strip_accents` in bert_config.json) are written too.
+
+    Returns:
+      `path`, as an absolute path string.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> path = kbert.convert.save_google(backbone, pathlib.Path(tempfile.mkdtemp()) / "g")
+    >>> sorted(p.name for p in pathlib.Path(path).iterdir())
+    ['bert_config.json', 'bert_model.ckpt.data-00000-of-00001', 'bert_model.ckpt.index']
+    """
     if _is_causal_model(model):
         raise ValueError("A causal (left-to-right) model has no original Google form: Google's "
                          "BERT is bidirectional only. Save it with save_hf (is_decoder).")
@@ -156,12 +349,38 @@ def save_google(model, path, vocab_file=None, overwrite=False, tokenizer=None):
 
 def save_keras_hub(model, path, tokenizer=None, sequence_length=None, overwrite=False,
                    allow_approximation=False):
-    """Writes a `BertBackbone` (or a `BertPretrainer`'s encoder) as a keras-hub `BertBackbone`
-    preset, and a fine-tuned `BertClassifier` as a keras-hub `BertTextClassifier` preset;
-    `tokenizer` and `sequence_length` (defaults: the model's preprocessor's) make its
-    preprocessor, so `keras_hub.models.TextClassifier.from_preset(path)` takes raw text.
-    keras-hub computes tanh-GELU only: another activation needs `allow_approximation`
-    (`kbert.convert.keras_hub`)."""
+    """Saves a kbert model as a keras-hub preset directory (needs the `keras-hub` package).
+
+    A `BertBackbone` (or a `BertPretrainer`'s encoder) becomes a keras-hub `BertBackbone`
+    preset, a fine-tuned `BertClassifier` a `BertTextClassifier` preset whose preprocessor
+    takes raw text (`keras_hub.models.TextClassifier.from_preset(path)`). Other task models
+    and causal models have no keras-hub form.
+
+    Args:
+      model: the model to save.
+      path: the preset directory to write.
+      tokenizer: a `kbert.BertTokenizer` (default: the model's preprocessor's), written as
+        keras-hub's tokenizer.
+      sequence_length: a classifier preprocessor's length (default: the model's
+        preprocessor's).
+      overwrite: replace a `path` holding other files than a previous preset's.
+      allow_approximation: keras-hub computes tanh-GELU only; allow saving a model with
+        another activation (exact GELU, as in BERT) that keras-hub then approximates
+        (`kbert.convert.keras_hub`).
+
+    Returns:
+      `path`.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> path = kbert.convert.save_keras_hub(backbone, pathlib.Path(tempfile.mkdtemp()) / "kh",
+    ...                                     allow_approximation=True)
+    >>> kbert.convert.detect_format(path)
+    'keras_hub'
+    """
     from kbert.convert.keras_hub import write_keras_hub_preset
     from kbert.convert.keras_hub_classifier import ClassifierHead
 

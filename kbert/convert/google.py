@@ -148,15 +148,32 @@ def _first_line(error) -> str:
 
 
 def read_google_checkpoint(path) -> tuple[BertConfig, dict[str, np.ndarray]]:
-    """Reads an original-format BERT checkpoint: `path` is its directory (holding
-    `bert_config.json` and `bert_model.ckpt.*`) or the checkpoint prefix itself, with
-    `bert_config.json` beside it.
+    """Reads an original Google (TF1) BERT checkpoint as a config and canonical weights.
 
-    Returns the config and the canonical float32 weights (any float dtype is converted; an
-    integer variable, or one holding NaN or infinity, is refused by name); the pre-training
-    heads are included when the checkpoint has them. Raises `CheckpointError` for a missing or
-    corrupt file and for variables that do not fit the config (listing missing, unexpected and
-    mis-shaped names).
+    Any float dtype is converted to float32; an integer variable, or one holding NaN or
+    infinity, is refused by name.
+
+    Args:
+      path: the checkpoint's directory (holding bert_config.json and bert_model.ckpt.*), or
+        the checkpoint prefix itself, with bert_config.json beside it.
+
+    Returns:
+      (`BertConfig`, weights): float32 numpy arrays under kbert's canonical names, the
+      pre-training heads included when the checkpoint has them.
+
+    Raises:
+      CheckpointError: a missing or corrupt file, or variables that do not fit the config
+        (listing missing, unexpected and mis-shaped names).
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> path = kbert.convert.save_google(backbone, pathlib.Path(tempfile.mkdtemp()) / "g")
+    >>> config, weights = kbert.convert.read_google_checkpoint(path)
+    >>> config.num_layers, weights["embeddings.word_embeddings.weight"].shape
+    (2, (30522, 128))
     """
     directory, prefix = _resolve(path)
     config_path = os.path.join(directory, CONFIG_FILE)
@@ -205,19 +222,39 @@ def read_google_checkpoint(path) -> tuple[BertConfig, dict[str, np.ndarray]]:
 def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, *,
                             overwrite: bool = False, lowercase: bool | None = None,
                             strip_accents: bool | None = None, task_head=None) -> str:
-    """Writes canonical `weights` of `config` as an original-format BERT checkpoint directory
-    `path`: `bert_config.json`, `bert_model.ckpt.{index,data-00000-of-00001}` and, when
-    `vocab_file` is given, a copy of it as `vocab.txt`. Google's format keeps the casing only
-    in the directory's name (run_classifier.py's `--do_lower_case`); a given `lowercase` (and
-    `strip_accents`) is also written into bert_config.json as `do_lower_case` (and
-    `strip_accents`), which kbert reads back and Google's `BertConfig.from_dict` ignores.
-    `task_head` ({Google variable name: array}, from `task_heads.google_task_head`) adds a
-    fine-tuned head.
+    """Writes canonical weights as an original Google (TF1) BERT checkpoint directory.
 
-    The pre-training heads are written when `weights` holds them. The directory is assembled
-    next to `path` and renamed into place, so a reader never sees half a checkpoint. An existing
-    `path` is replaced when it is empty or holds only the files of a Google checkpoint; one with
-    other files only with `overwrite=True`. Returns `path`.
+    The directory holds bert_config.json, bert_model.ckpt.{index,data-00000-of-00001} and,
+    with `vocab_file`, vocab.txt; the pre-training heads are written when `weights` holds
+    them. It is assembled next to `path` and renamed into place, so a reader never sees half a
+    checkpoint. `save_google` calls it for a model.
+
+    Args:
+      path: the directory to write. An existing one is replaced when it is empty or holds
+        only a Google checkpoint's files; one with other files only with `overwrite=True`.
+      config: the weights' `BertConfig`.
+      weights: canonical weights (`read_checkpoint`, `get_backbone_weights`).
+      vocab_file: a vocab.txt to copy in.
+      overwrite: replace a `path` holding other files.
+      lowercase, strip_accents: written into bert_config.json as `do_lower_case` and
+        `strip_accents`, which kbert reads back (Google's format otherwise keeps the casing
+        only in the directory's name; its `BertConfig.from_dict` ignores them).
+      task_head: a fine-tuned head, {Google variable name: array}
+        (`kbert.convert.task_heads.google_task_head`).
+
+    Returns:
+      `path`, as an absolute path string.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> weights = kbert.convert.get_backbone_weights(backbone)
+    >>> path = kbert.convert.write_google_checkpoint(pathlib.Path(tempfile.mkdtemp()) / "g",
+    ...                                              backbone.config, weights, lowercase=True)
+    >>> kbert.convert.read_config(path).num_layers
+    2
     """
     check_weights(weights, config, source="weights to write")
     path = os.path.abspath(os.fspath(path))

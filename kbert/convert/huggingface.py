@@ -42,7 +42,30 @@ encoder's pooler): modeling_bert.py builds the token and span classes with
 
 
 def read_hf_checkpoint(path, allow_pickle=False):
-    """Returns (BertConfig, canonical float32 weights) from a Hugging Face BERT directory."""
+    """Reads a Hugging Face BERT directory as a config and canonical weights.
+
+    A fine-tuned task class's head is left out (`kbert.convert.task_heads` reads it); a class
+    saved without a pooler (token, span and language-model classes) gets one drawn at random.
+
+    Args:
+      path: a directory with config.json and model.safetensors (sharded or not), or
+        pytorch_model.bin with `allow_pickle`.
+      allow_pickle: read pytorch_model.bin (unpickling runs code: trusted files only).
+
+    Returns:
+      (`BertConfig`, weights): float32 numpy arrays under kbert's canonical names, the
+      pre-training heads included where the checkpoint has them.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> path = kbert.convert.save_hf(backbone, pathlib.Path(tempfile.mkdtemp()) / "hf")
+    >>> config, weights = kbert.convert.read_hf_checkpoint(path)
+    >>> config.vocab_size, weights["pooler.dense.weight"].shape
+    (30522, (128, 128))
+    """
     path = pathlib.Path(path)
     if not (path / "config.json").is_file():
         raise CheckpointError(f"{path}: no config.json; not a Hugging Face model directory.")
@@ -244,16 +267,36 @@ def _with_user_mode(path):
 def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None,
                         overwrite=False, tokenizer_config=None,
                         causal=False, task_head=None) -> pathlib.Path:
-    """Writes config.json, model.safetensors (and vocab.txt, tokenizer_config.json) to `path`,
-    atomically.
+    """Writes canonical weights as a Hugging Face BERT directory, atomically.
 
     Without head weights the layout is `BertModel`'s; with them, `BertForPreTraining`'s (names
     under "bert.", decoder tied); with a `task_head` (`kbert.convert.task_heads.TaskHead`),
-    that task's class (`BertForSequenceClassification`, ...). `tokenizer_config` (e.g.
-    `do_lower_case`) keeps the casing and word limit the model was trained with, which a
-    vocabulary alone cannot tell. `causal` marks a left-to-right model as `is_decoder`, which
-    `transformers` runs causally too. An existing `path` holding other files than a previous
-    checkpoint is only replaced with `overwrite=True`.
+    that task's class (`BertForSequenceClassification`, ...). `save_hf` calls it for a model.
+
+    Args:
+      path: the directory to write.
+      config: the weights' `BertConfig`.
+      weights: canonical weights (`read_checkpoint`, `get_backbone_weights`).
+      vocab_file: a vocab.txt to copy in.
+      overwrite: replace a `path` holding other files than a previous checkpoint's.
+      tokenizer_config: tokenizer_config.json's settings (e.g. `do_lower_case`): the casing
+        and word limit the model was trained with, which a vocabulary alone cannot tell.
+      causal: mark a left-to-right model as `is_decoder`, which `transformers` runs causally.
+      task_head: a fine-tuned head (`kbert.convert.task_heads.TaskHead`).
+
+    Returns:
+      `path`, as a `pathlib.Path`.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> weights = kbert.convert.get_backbone_weights(backbone)
+    >>> path = kbert.convert.write_hf_checkpoint(pathlib.Path(tempfile.mkdtemp()) / "hf",
+    ...                                          backbone.config, weights)
+    >>> sorted(p.name for p in path.iterdir())
+    ['config.json', 'model.safetensors']
     """
     check_weights(weights, config, source="the weights to write")
     if vocab_file is not None:

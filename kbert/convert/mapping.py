@@ -110,11 +110,49 @@ def set_head_weights(pretrainer, weights) -> list[str]:
 
 
 def get_backbone_weights(backbone) -> dict:
+    """Reads a backbone's weights as a canonical dict, the form every checkpoint format
+    converts through.
+
+    Args:
+      backbone: a `kbert.BertBackbone`.
+
+    Returns:
+      {canonical name: numpy array}, with Hugging Face `BertModel`'s names
+      ("embeddings.word_embeddings.weight", ...).
+
+    Example:
+
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> weights = kbert.convert.get_backbone_weights(backbone)
+    >>> weights["encoder.layer.0.attention.self.query.weight"].shape
+    (128, 128)
+    """
     return read_slots(backbone_slots(backbone))
 
 
 def set_backbone_weights(backbone, weights, source="weights") -> None:
-    """Loads a canonical dict into `backbone`; head weights in the dict are ignored here."""
+    """Loads a canonical dict of weights into a backbone.
+
+    Args:
+      backbone: a `kbert.BertBackbone`.
+      weights: canonical weights (`read_checkpoint`, `get_backbone_weights`); head weights
+        ("cls.*") are ignored here.
+      source: what the weights came from, named in the error for weights that do not fit.
+
+    Raises:
+      CheckpointError: missing, unexpected or mis-shaped weights.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kbert
+    >>> config = kbert.BertConfig.preset("tiny")
+    >>> first, second = kbert.BertBackbone(config), kbert.BertBackbone(config)
+    >>> kbert.convert.set_backbone_weights(second, kbert.convert.get_backbone_weights(first))
+    >>> all(np.array_equal(a, b) for a, b in zip(first.get_weights(), second.get_weights()))
+    True
+    """
     body = {n: w for n, w in weights.items() if not n.startswith("cls.")}
     check_weights(body, backbone.config, heads=False, source=source)
     assign_slots(backbone_slots(backbone), body)

@@ -41,8 +41,24 @@ _SCRATCH = re.compile(r"^\.kbert-export-(?:(\d+)-)?[a-z0-9_]{8}$")
 
 
 def existing_versions(base_dir):
-    """The versions under `base_dir`, sorted: all-digit directory names holding a
-    saved_model.pb (a digit-named folder of other files is no SavedModel)."""
+    """The SavedModel versions under `base_dir`, sorted.
+
+    Args:
+      base_dir: a model's base directory (`export_saved_model`'s `export_dir`).
+
+    Returns:
+      The ints of the all-digit folder names that hold a saved_model.pb (a digit-named folder
+      of other files is no SavedModel); [] for a missing folder.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> base = pathlib.Path(tempfile.mkdtemp())
+    >>> (base / "3").mkdir()
+    >>> kbert.export.existing_versions(base), kbert.export.next_version(base)
+    ([], 4)
+    """
     base = pathlib.Path(base_dir)
     if not base.is_dir():
         return []
@@ -51,8 +67,15 @@ def existing_versions(base_dir):
 
 
 def next_version(base_dir):
-    """One more than the highest all-digit name under `base_dir` (a version or not: the new
-    version must not collide with it); 1 for a new model."""
+    """The version a new export into `base_dir` gets.
+
+    Args:
+      base_dir: a model's base directory.
+
+    Returns:
+      One more than the highest all-digit name under `base_dir` (a version or not: the new
+      version must not collide with it); 1 for a new model.
+    """
     base = pathlib.Path(base_dir)
     taken = [int(p.name) for p in base.iterdir() if p.name.isdigit()] if base.is_dir() else []
     return max(taken) + 1 if taken else 1
@@ -77,32 +100,55 @@ def clean_export_staging(base_dir):
 def export_saved_model(model, export_dir, preprocessor=None, version=None, label_names=None,
                        warmup_texts=None, sentence_pair=None, task=None, overwrite=False,
                        check_ops=True, squad_version="1.1", null_threshold=0.0, top_k=5):
-    """Writes `model` to `export_dir/<version>/` for TensorFlow Serving; returns that path.
+    """Exports a kbert model as a versioned SavedModel for TensorFlow Serving.
+
+    The version is written whole or not at all (see the module docstring for the layout), and
+    the export is refused if it uses an op stock TensorFlow Serving lacks. With a preprocessor
+    the `serving_default` signature takes raw text; `serve_token_ids` takes token ids;
+    signatures and outputs per model type: `kbert.export.signatures`.
 
     Args:
       model: a kbert model (`BertClassifier`, `BertMultipleChoice`, `BertSpanLabeler`,
         `BertTokenClassifier`, `BertFeatureClassifier`, `BertBackbone`,
         `BertFeatureExtractor`, `BertPretrainer` as a masked LM filling blanks), or another
         Keras model of one of those shapes with `task=`.
-      export_dir: the model's base directory, e.g. "saved_models/sentiment".
+      export_dir: the model's base directory, e.g. "saved_models/sentiment" (what
+        `tensorflow_model_server --model_base_path` reads).
       preprocessor: the preprocessor the model was trained with (default: the one the task
-        model holds). With it, `serving_default` takes raw strings; without it, token ids
-        (`serve_token_ids`).
-      version: a positive integer; default: the next after the existing versions. An existing
-        version is never replaced unless `overwrite=True`.
-      label_names: the class names of a classifier, in id order (`label` output).
+        model holds). With it, `serving_default` takes raw strings; without it, token ids.
+      version: a positive integer; default: `next_version(export_dir)`.
+      label_names: the class names of a classifier, in id order (the `label` output).
       warmup_texts: strings for the TF Serving warm-up requests (default: a few built-in
-        sentences; an empty list writes none). Needs the `tensorflow-serving-api` package.
-      sentence_pair: a classifier / backbone on sentence pairs: `serving_default` takes
-        `text` and `text_pair`. None: a `BertClassifier`'s own `sentence_pair` (set by its
-        `fit` on raw text), else single sentences.
+        sentences; an empty list writes none). Writing them needs the
+        `tensorflow-serving-api` package; without it, none are written, with a warning.
+      sentence_pair: whether a classifier or backbone reads sentence pairs: `serving_default`
+        then takes `text` and `text_pair`. None: a `BertClassifier`'s own `sentence_pair`
+        (set by its `fit` on raw text), else single sentences.
       task: a `kbert.export.serving_tasks.TASKS` name, to override the type-based choice.
+      overwrite: replace an existing `version` (TF Serving may be serving it).
       check_ops: refuse an export that uses ops stock TensorFlow Serving lacks.
-      squad_version, null_threshold: for a span labeler: "2.0" answers "" when the null
-        score beats the best span by more than `null_threshold` (the run's, from training).
+      squad_version, null_threshold: for a span labeler: with "2.0" the answer is "" when the
+        null score beats the best span by more than `null_threshold` (the run's, from
+        training).
       top_k: for a masked LM (`BertPretrainer`): the word pieces answered for each blank.
 
-    Signatures and outputs: see `kbert.export.signatures`.
+    Returns:
+      The `pathlib.Path` of the version folder, `export_dir/<version>`.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "bad", "film"]
+    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary),
+    ...                                       sequence_length=16)
+    >>> config = kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary))
+    >>> classifier = kbert.BertClassifier(kbert.BertBackbone(config), num_classes=2)
+    >>> base = pathlib.Path(tempfile.mkdtemp()) / "sentiment"
+    >>> path = kbert.export_saved_model(classifier, base, preprocessor=preprocessor,
+    ...                                 label_names=["negative", "positive"])
+    >>> path.name, (path / "saved_model.pb").is_file(), (path / "assets/vocab.txt").is_file()
+    ('1', True, True)
     """
     base = pathlib.Path(os.path.abspath(os.fspath(export_dir)))
     if preprocessor is None:

@@ -74,19 +74,49 @@ def _callbacks(config, model, output_dir, total_steps):
 
 
 def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **settings):
-    """Fine-tunes on `task` (a name `kbert finetune --task` takes, a `kbert.data.tasks.Task`
-    or a `TaskSpec`), evaluates it, and saves the run directory. `settings` are the fields of
-    `FinetuneConfig` (or pass `config=`); `task_options` go to the task's spec (e.g. SQuAD's
-    `doc_stride`).
+    """Fine-tunes a BERT model on a task, evaluates it, and saves the run directory.
 
-    The output follows `kbert.outputs`' rule. With `overwrite`, the new run trains beside the
-    old one (`kbert.outputs.stage_path`) and replaces it only once complete; rerun after a
-    kill, it resumes there. A failed run leaves no folder it created that holds nothing to
-    resume from.
+    The run's settings (`init`, `output_dir`, `epochs` or `steps`, `batch_size`,
+    `learning_rate`, `mode`, ...) are the fields of `FinetuneConfig`
+    (`kbert.training.finetune_config`), given as keywords or as one `config`. The output folder
+    follows `kbert.outputs`' rule: a folder holding a finished run is replaced only with
+    `overwrite=True`, and then only once the new run is complete. Rerun after a kill, a run
+    resumes from its last checkpoint; a failed run leaves no folder it created that holds
+    nothing to resume from.
 
-    Returns the dict written to metrics.json: the final held-out metrics at the top level
-    (test when the task has a test split, else dev; `eval_split` says which), `dev` and `test`
-    metric dicts, and the run's settings, sizes and timings.
+    Args:
+      task: a task name as `kbert finetune --task` takes it ("sentiment", "squad", "conll2003",
+        "glue:sst-2", ...), a `kbert.data.tasks.Task` or a `kbert.tasks.TaskSpec`.
+      data_dir: the folder of the task's data files, for tasks read from disk (GLUE, or a
+        local copy of a task's data); None fetches the task's own data (cached).
+      config: a `FinetuneConfig` holding every setting; `settings` must then be empty.
+      task_options: keyword arguments for the task's spec (e.g. SQuAD's `doc_stride`).
+      **settings: the fields of `FinetuneConfig`, when no `config` is given.
+
+    Returns:
+      The dict written to OUTPUT/metrics.json: the final held-out metrics at the top level
+      (the test split's when the task has one, else dev's; `eval_split` names it), the `dev`
+      and `test` metric dicts, the run's `task`, `kind`, `init`, `mode`, `settings` and
+      `sizes`, `final_train_loss`, `optimizer_steps`, `resumed_from_step` (None for an
+      uninterrupted run), `train_seconds` and `eval_seconds`; with `keep_best`, also
+      `best_epoch` and `dev_scores`. The folder holds model.keras (the model with its
+      preprocessor), run.json, metrics.json, TensorBoard logs in logs/ and, for tasks that
+      keep them, predictions.json.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> output_dir = tempfile.mkdtemp()
+    >>> metrics = kbert.finetune(task="sentiment", init="tiny", steps=2, batch_size=8,
+    ...                          sequence_length=32, max_train_examples=16,
+    ...                          max_eval_examples=16, output_dir=output_dir, verbose=0)
+    >>> metrics["eval_split"], metrics["optimizer_steps"], metrics["sizes"]["train"]
+    ('test', 2, 16)
+    >>> sorted(metrics["test"])
+    ['accuracy', 'f1', 'matthews_corrcoef']
+    >>> sorted(p.name for p in pathlib.Path(output_dir).iterdir() if not p.name.startswith("."))
+    ['logs', 'metrics.json', 'model.keras', 'run.json']
     """
     config = config or FinetuneConfig(**settings)
     if data_dir is not None:  # run.json keeps it: `kbert evaluate` may run from elsewhere

@@ -34,20 +34,29 @@ the underlying `tf.Variable`, the full path "embeddings/layer_norm/gamma:0"."""
 
 @keras.saving.register_keras_serializable(package="kbert")
 class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
-    """Keras' dynamic loss scaling for float16, with two changes (seen in Keras 3.15):
+    """Keras' dynamic loss scaling for float16 training, with two fixes.
 
-    * A step skipped for non-finite gradients still counts in `iterations`, as in tf.keras 2.
-      Keras 3 leaves `iterations` (the inner optimizer's) unchanged, so a run whose first steps
-      overflow (normal while the scale comes down from 2^15) ends its `fit` budget short of
-      the steps asked for, with checkpoints off their step multiples. Counted, a skipped step
-      is an update of zero and the schedule, step budget and checkpoints stay on batches.
-      Under gradient accumulation a skipped update batch also drops what was accumulated for
-      that update.
+    * A step skipped for non-finite gradients still counts in `iterations` (as in tf.keras 2),
+      so the schedule, the step budget and the checkpoints stay on their steps while the scale
+      comes down from 2^15; the skipped step is an update of zero. Under gradient accumulation
+      it also drops what was accumulated for that update.
     * Under a multi-replica strategy the step is skipped when any replica's gradients are
-      non-finite. Keras decides from the first replica's alone (it assumes the gradients are
-      already all-reduced, which its TensorFlow trainer does only later, in the inner
-      optimizer), so an overflow on another replica went into the sum and made every weight
-      NaN.
+      non-finite (Keras checks the first replica's only, before they are all-reduced).
+
+    `make_optimizer` wraps its optimizer in this class for float16 training.
+
+    Args:
+      inner_optimizer: the optimizer whose updates are loss-scaled.
+      **kwargs: Keras' `LossScaleOptimizer` arguments (`initial_scale`,
+        `dynamic_growth_steps`, ...).
+
+    Example:
+
+    >>> import keras
+    >>> import kbert
+    >>> optimizer = kbert.training.optimizer.LossScaleOptimizer(keras.optimizers.SGD())
+    >>> type(optimizer.inner_optimizer).__name__
+    'SGD'
     """
 
     def check_finite(self, grads):
@@ -74,9 +83,29 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
 
 @keras.saving.register_keras_serializable(package="kbert")
 class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warmup to `peak_learning_rate` over `warmup_steps`, then polynomial decay to
-    `end_learning_rate` at `total_steps`, steps being `batches_per_step` batches (see the module
-    docstring)."""
+    """BERT's learning-rate schedule: linear warmup, then polynomial (by default linear) decay.
+
+    At step s (counted from 0) the rate is `peak_learning_rate * s / warmup_steps` during the
+    warmup, then `(peak - end) * (1 - (s - warmup_steps) / (total_steps - warmup_steps))^power
+    + end`, and `end_learning_rate` after `total_steps`. Keras calls a schedule with its batch
+    counter; under gradient accumulation of k batches per update, `batches_per_step=k` keeps
+    s counting updates.
+
+    Args:
+      peak_learning_rate: the rate at the end of the warmup.
+      total_steps: the steps (updates) of the whole run, where the decay ends.
+      warmup_steps: the steps of the linear warmup, in [0, total_steps].
+      power: the power of the polynomial decay (1.0: linear, as in BERT).
+      end_learning_rate: the rate at `total_steps` and after.
+      batches_per_step: the batches that make one step (gradient accumulation).
+
+    Example:
+
+    >>> import kbert
+    >>> schedule = kbert.training.WarmupPolynomialDecay(1e-3, total_steps=10, warmup_steps=2)
+    >>> [round(float(schedule(step)), 6) for step in (0, 1, 2, 6, 10, 20)]
+    [0.0, 0.0005, 0.001, 0.0005, 0.0, 0.0]
+    """
 
     def __init__(self, peak_learning_rate, total_steps, warmup_steps=0, power=1.0,
                  end_learning_rate=0.0, batches_per_step=1):
@@ -109,8 +138,23 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def no_decay_variables(model):
-    """The model's variables that BERT does not decay: every LayerNormalization weight and every
-    bias (variables whose name ends in "bias")."""
+    """The variables of `model` that BERT's optimizer does not decay.
+
+    Args:
+      model: a Keras model (or layer).
+
+    Returns:
+      The trainable weights of every `keras.layers.LayerNormalization` and every trainable
+      variable whose name ends in "bias", each once.
+
+    Example:
+
+    >>> import kbert
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+    >>> excluded = kbert.training.no_decay_variables(backbone)
+    >>> sorted({v.name for v in excluded})
+    ['beta', 'bias', 'gamma']
+    """
     excluded = {id(v): v for v in model.trainable_variables if v.name.endswith("bias")}
     for layer in model._flatten_layers(include_self=False, recursive=True):
         if isinstance(layer, keras.layers.LayerNormalization):
@@ -126,19 +170,48 @@ def make_optimizer(learning_rate, total_steps, warmup_fraction=0.1, weight_decay
                    clipnorm=1.0, beta_1=0.9, beta_2=0.999, epsilon=1e-6, model=None,
                    loss_scale=None, *, optimizer="adamw", warmup_steps=None, decay_power=1.0,
                    gradient_accumulation_steps=1):
-    """BERT's optimizer for `total_steps` updates peaking at `learning_rate` (see module
-    docstring), wrapped in kbert's `LossScaleOptimizer` with `loss_scale` (float16 training;
-    None: where `model` computes in mixed_float16).
-    Fine-tuning and pre-training both build theirs here.
+    """Builds BERT's optimizer: AdamW with linear warmup and decay, no decay on LayerNorm/bias.
 
-    Weight decay skips LayerNorm and bias variables: when `model` is given, exactly the
-    variables `no_decay_variables(model)` lists; otherwise by name (`gamma`, `beta`, `*bias`),
-    which holds for every kbert layer. `clipnorm` is a global-norm clip (None: no clipping).
+    The learning rate follows `WarmupPolynomialDecay` over `total_steps` updates; weight decay
+    skips LayerNorm and bias variables; gradients are clipped to a global norm. Fine-tuning
+    (`finetune`) and pre-training (`pretrain`) both build their optimizer here.
 
-    Pre-training's options: `optimizer` "adamw" or "lamb" (`weight_decay` is then LAMB's λ);
-    `warmup_steps` in updates instead of `warmup_fraction` of them (capped at `total_steps`);
-    `decay_power` of the polynomial decay (1: linear); `gradient_accumulation_steps` k sums k
-    batches per update, the schedule still counting updates.
+    Args:
+      learning_rate: the peak learning rate.
+      total_steps: the optimizer updates of the whole run; the rate reaches 0 there.
+      warmup_fraction: the fraction of `total_steps` spent warming up (when `warmup_steps`
+        is None).
+      weight_decay: the decoupled weight decay (LAMB's λ with `optimizer="lamb"`); it follows
+        the schedule, as in Google's implementation.
+      clipnorm: the global norm gradients are clipped to; None: no clipping.
+      beta_1, beta_2, epsilon: Adam's moments and ε (added to √v̂).
+      model: the model to train. With it, exactly `no_decay_variables(model)` skip weight
+        decay; without it, variables named "gamma", "beta" or "*bias" do.
+      loss_scale: wrap the optimizer in kbert's `LossScaleOptimizer` (float16 training);
+        None: when `model` computes in "mixed_float16".
+      optimizer: "adamw" (`kbert.optimizers.AdamW`) or "lamb" (`kbert.optimizers.Lamb`).
+      warmup_steps: the warmup in updates, instead of `warmup_fraction` (capped at
+        `total_steps`).
+      decay_power: the power of the polynomial decay (1.0: linear).
+      gradient_accumulation_steps: k sums the gradients of k batches per update; the
+        schedule still counts updates.
+
+    Returns:
+      The `kbert.optimizers.AdamW` or `Lamb`, wrapped in a `LossScaleOptimizer` when
+      `loss_scale` applies.
+
+    Example:
+
+    >>> import kbert
+    >>> optimizer = kbert.make_optimizer(5e-5, total_steps=1000)
+    >>> type(optimizer).__name__, optimizer.weight_decay, optimizer.global_clipnorm
+    ('AdamW', 0.01, 1.0)
+    >>> lamb = kbert.make_optimizer(1e-3, 1000, optimizer="lamb", warmup_steps=100,
+    ...                             loss_scale=True)
+    >>> type(lamb).__name__, type(lamb.inner_optimizer).__name__
+    ('LossScaleOptimizer', 'Lamb')
+    >>> model = kbert.BertClassifier(kbert.BertBackbone(kbert.BertConfig.preset("tiny")))
+    >>> model.compile(optimizer=kbert.make_optimizer(5e-5, total_steps=100, model=model))
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")

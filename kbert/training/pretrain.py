@@ -56,14 +56,46 @@ OWNED = ("metrics.json", "start_metrics.json", "model", "logs", "checkpoints")
 
 
 def pretrain(output_dir=None, config=None, **kwargs):
-    """Pre-trains BERT; returns the metrics dict written to OUTPUT/metrics.json.
+    """Pre-trains BERT (masked LM and next sentence prediction) and saves the run's folder.
 
-    Either `pretrain(config=PretrainConfig(...))` or `pretrain(output_dir, **fields)` with the
-    fields of `PretrainConfig` as keywords; there `config=` may also be a `BertConfig`, the
-    fresh model's shape (the `bert_config` field). The output follows `kbert.outputs`' rule:
-    with `overwrite` the new run trains beside the old one and replaces it once complete. A
-    finished run rerun with the same settings changes nothing. A run that fails before its
-    first checkpoint leaves no output folder behind.
+    The run's settings (`preset` or `init`, `corpus`, `steps` or `epochs`, `batch_size`,
+    `sequence_length`, `learning_rate`, ...) are the fields of `PretrainConfig`
+    (`kbert.training.pretrain_config`), given as keywords or as one `config`. The output
+    folder follows `kbert.outputs`' rule: with `overwrite=True` the new run trains beside the
+    old one and replaces it once complete. Rerunning the same call resumes from the newest
+    checkpoint; on a finished run it changes nothing. A run that fails before its first
+    checkpoint leaves no output folder behind.
+
+    Args:
+      output_dir: the run's folder (`PretrainConfig.output_dir`); omit it when `config` is a
+        `PretrainConfig`.
+      config: a `PretrainConfig` holding every setting (then give nothing else), or a
+        `kbert.BertConfig`: the shape of the fresh model (the `bert_config` field).
+      **kwargs: the other fields of `PretrainConfig`.
+
+    Returns:
+      The dict written to OUTPUT/metrics.json: the held-out `mlm_accuracy`, `nsp_accuracy`
+      and their losses (`mlm_loss`, `nsp_loss`, `loss`), `baseline_mlm_accuracy` (always
+      predicting the most frequent training token, `most_frequent_token`), `start` (the
+      scores before training), `steps`, `resumed_from_step`, `examples_seen`,
+      `sequences_per_second`, `heldout_examples`, `train_examples_per_pass`, `weights_sha256`,
+      `replicas`, `multi_worker`, `train_seconds`, `run` (the settings that define the run) and,
+      with `init`, `init_heads`. With `save_model` (the default) the trained model is in
+      OUTPUT/model/ as a Hugging Face directory with its heads and vocab.txt, which
+      `finetune(init=...)` reads.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> output_dir = pathlib.Path(tempfile.mkdtemp())
+    >>> metrics = kbert.pretrain(output_dir, preset="tiny", steps=2, batch_size=4,
+    ...                          sequence_length=32, heldout_documents=2, eval_examples=8,
+    ...                          checkpoint_every=0, verbose=0)
+    >>> metrics["steps"], metrics["examples_seen"], 0 <= metrics["mlm_accuracy"] <= 1
+    (2, 8, True)
+    >>> sorted(p.name for p in (output_dir / "model").iterdir())
+    ['config.json', 'model.safetensors', 'tokenizer_config.json', 'vocab.txt']
     """
     config = _as_config(output_dir, config, kwargs)
     target = pathlib.Path(config.output_dir)

@@ -31,10 +31,32 @@ def _probabilities(viewer, inputs, length):
 
 
 def attention_maps(backbone, preprocessor, text, text_pair=None):
-    """(tokens, probabilities [layers, heads, n, n]) for one input, padding removed.
+    """Computes a backbone's attention probabilities on one sentence or sentence pair.
 
-    `backbone` is any `BertBackbone`; a copy that also returns attention probabilities is built
-    from its config and weights, so the caller's model is left as it is.
+    The probabilities are the softmax weights the backbone computes, read from a copy of it
+    built from its config and weights, so the caller's model is left as it is.
+
+    Args:
+      backbone: a `kbert.BertBackbone`.
+      preprocessor: the `kbert.BertPreprocessor` that packs the input.
+      text: the sentence.
+      text_pair: the second sentence of a pair, or None.
+
+    Returns:
+      (tokens, probabilities): the n real tokens of the packed input (padding removed), and a
+      numpy array [layers, heads, n, n] whose row i holds how token i attends to each token.
+
+    Example:
+
+    >>> import kbert
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
+    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
+    >>> tokens, probs = kbert.viz.attention_maps(backbone, preprocessor, "the cat sat")
+    >>> tokens, probs.shape
+    (['[CLS]', 'the', 'cat', 'sat', '[SEP]'], (2, 2, 5, 5))
+    >>> bool(abs(probs.sum(axis=-1) - 1).max() < 1e-5)
+    True
     """
     inputs, tokens, length = _encode(preprocessor, text, text_pair)
     return tokens[:length], _probabilities(_viewer(backbone, output_attentions=True), inputs,
@@ -42,8 +64,35 @@ def attention_maps(backbone, preprocessor, text, text_pair=None):
 
 
 def plot_attention(tokens, probs, layer=-1, heads=None, path=None, columns=4):
-    """A grid of heatmaps (one per head of `layer`): row = query token, column = key token.
-    Returns the matplotlib figure; with `path`, also writes it as a PNG."""
+    """Plots the attention of one layer as a grid of heatmaps, one per head.
+
+    In each heatmap a row is a query token and a column a key token. The figure is built
+    without pyplot, so the caller's matplotlib backend stays as it is.
+
+    Args:
+      tokens: the tokens, as `attention_maps` returns them.
+      probs: the probabilities [layers, heads, n, n], as `attention_maps` returns them.
+      layer: the layer to plot (negative counts from the last).
+      heads: the heads to plot (default: all).
+      path: a file to write the figure to as a PNG, or None.
+      columns: the heatmaps in a row of the grid.
+
+    Returns:
+      The `matplotlib.figure.Figure`.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
+    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
+    >>> tokens, probs = kbert.viz.attention_maps(backbone, preprocessor, "the cat sat")
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "attention.png"
+    >>> figure = kbert.viz.plot_attention(tokens, probs, layer=0, path=path)
+    >>> len(figure.axes), path.is_file()
+    (2, True)
+    """
     from matplotlib.figure import Figure  # not pyplot: the caller's backend stays as it is
 
     maps = probs[layer]

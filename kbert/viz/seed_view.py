@@ -21,8 +21,11 @@ MASKED_SCORE = -10000.0
 
 @dataclasses.dataclass
 class SeedView:
-    """One attention weight, from the vectors up. Rows cover every position of the packed
-    input, padding included (`length` of them are real tokens)."""
+    """One attention weight, from the vectors up (`seed_view` computes it).
+
+    Rows cover every position of the packed input, padding included (`length` of them are
+    real tokens); `weight` is the attention weight of `query` on `key`.
+    """
 
     tokens: list  # token at every position
     length: int
@@ -54,8 +57,38 @@ def _position(tokens, token):
 
 def seed_view(backbone, preprocessor, text, text_pair=None, layer=0, head=0, query="[CLS]",
               key="[SEP]"):
-    """The `SeedView` of `head` in block `layer`, from `query` to `key` (positions, or tokens
-    by their first occurrence), for one sentence or pair packed by `preprocessor`."""
+    """Computes how one attention weight is made, from the query and key vectors up.
+
+    The arithmetic runs in numpy (float64) from the block's weights, apart from the block's
+    own code, so it can be checked against what the backbone computes (`attention_maps`).
+
+    Args:
+      backbone: a `kbert.BertBackbone`.
+      preprocessor: the `kbert.BertPreprocessor` that packs the input.
+      text: the sentence.
+      text_pair: the second sentence of a pair, or None.
+      layer: the encoder block (negative counts from the last).
+      head: the attention head of that block.
+      query: the attending token: a position, or a token string (its first occurrence).
+      key: the attended token: a position, or a token string (its first occurrence).
+
+    Returns:
+      A `SeedView`: q, k, q×k, q·k, the padding bias, the row of scores and its softmax.
+
+    Example:
+
+    >>> import kbert
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
+    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
+    >>> view = kbert.viz.seed_view(backbone, preprocessor, "the cat sat", query="[CLS]",
+    ...                            key="cat")
+    >>> view.query, view.key, view.length, view.q.shape
+    (0, 2, 5, (64,))
+    >>> tokens, probs = kbert.viz.attention_maps(backbone, preprocessor, "the cat sat")
+    >>> bool(abs(view.weight - probs[0, 0, 0, 2]) < 1e-5)
+    True
+    """
     if not 0 <= head < backbone.config.num_heads:
         raise ValueError(f"head must be in [0, {backbone.config.num_heads}), got {head}.")
     inputs, tokens, length = _encode(preprocessor, text, text_pair)
@@ -86,9 +119,30 @@ def seed_view(backbone, preprocessor, text, text_pair=None, layer=0, head=0, que
 
 
 def plot_seed_view(view, path=None):
-    """q, k and q×k as colour strips (red > 0 > blue), the arithmetic to the weight, and the
-    softmax row over the real tokens with the chosen key in orange. Returns the matplotlib
-    figure; with `path`, also writes it as a PNG."""
+    """Plots a `SeedView`: the vectors, the arithmetic and the softmax row.
+
+    q, k and q×k are drawn as colour strips (red > 0 > blue), with the arithmetic to the
+    weight beside the softmax row over the real tokens, the chosen key in orange. The figure
+    is built without pyplot, so the caller's matplotlib backend stays as it is.
+
+    Args:
+      view: the `SeedView` to draw.
+      path: a file to write the figure to as a PNG, or None.
+
+    Returns:
+      The `matplotlib.figure.Figure`.
+
+    Example:
+
+    >>> import kbert
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
+    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
+    >>> view = kbert.viz.seed_view(backbone, preprocessor, "the cat sat", key="cat")
+    >>> figure = kbert.viz.plot_seed_view(view)
+    >>> len(figure.axes)
+    5
+    """
     from matplotlib.figure import Figure  # not pyplot: the caller's backend stays as it is
 
     fig = Figure(figsize=(11, 0.5 + 0.22 * max(view.length, 12)))

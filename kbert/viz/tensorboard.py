@@ -7,9 +7,25 @@ from kbert.viz.attention import _encode, _probabilities, _viewer
 
 
 def heatmap_image(maps, scale=8, columns=4, gap=2):
-    """[heads, n, n] probabilities → one uint8 RGB image: the heads tiled left to right, top
-    to bottom, `columns` to a row, each probability a `scale`-pixel viridis square, white gaps
-    of `gap` pixels between heads."""
+    """Tiles the attention maps of one layer's heads into one RGB image.
+
+    Args:
+      maps: the probabilities of one layer, a numpy array [heads, n, n].
+      scale: the side in pixels of the viridis square drawn for each probability.
+      columns: the heads in a row of tiles (left to right, then top to bottom).
+      gap: the white pixels between tiles.
+
+    Returns:
+      A uint8 numpy array [height, width, 3].
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kbert
+    >>> maps = np.full((3, 5, 5), 0.2)
+    >>> kbert.viz.heatmap_image(maps, scale=4, columns=2).shape
+    (42, 42, 3)
+    """
     import matplotlib
 
     heads, n, _ = maps.shape
@@ -26,10 +42,35 @@ def heatmap_image(maps, scale=8, columns=4, gap=2):
 
 
 class AttentionImages(keras.callbacks.Callback):
-    """Writes the attention of `backbone` on one fixed sentence (or pair) to `log_dir` as
-    TensorBoard images `attention/layer_{i}`, one per layer with its heads tiled (row = query
-    token, column = key token), at the start of training, every `every` optimizer steps (None:
-    at each epoch end) and at the end. Each image's step is the optimizer step."""
+    """A Keras callback that logs a backbone's attention as TensorBoard images while it trains.
+
+    It writes the attention on one fixed sentence (or pair) as images `attention/layer_{i}`,
+    one per layer with its heads tiled (row = query token, column = key token), at the start
+    of training, every `every` optimizer steps (None: at each epoch end) and at the end; each
+    image's step is the optimizer step. `finetune(attention_sentence=...)` uses it.
+
+    Args:
+      log_dir: the TensorBoard folder to write to.
+      backbone: the `kbert.BertBackbone` being trained (the callback's model holds it).
+      preprocessor: the `kbert.BertPreprocessor` that packs the sentence.
+      text: the sentence.
+      text_pair: the second sentence of a pair, or None.
+      every: optimizer steps between images; None: one per epoch.
+      scale: pixels per probability (`heatmap_image`).
+      columns: heads per row of tiles.
+
+    Example:
+
+    >>> import tempfile
+    >>> import kbert
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
+    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
+    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
+    >>> callback = kbert.viz.AttentionImages(tempfile.mkdtemp(), backbone, preprocessor,
+    ...                                      "the cat sat", every=10)
+    >>> callback.tokens
+    ['[CLS]', 'the', 'cat', 'sat', '[SEP]']
+    """
 
     def __init__(self, log_dir, backbone, preprocessor, text, text_pair=None, every=None,
                  scale=8, columns=4):
