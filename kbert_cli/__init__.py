@@ -6,8 +6,9 @@ command line has parsed.
 
 Example:
 
->>> main(["--version"])  # doctest: +SKIP
-kbert 0.1.0 (tensorflow 2.21.0, tensorflow-text 2.21.1, keras 3.12.0, keras-hub 0.32.0)
+>>> from kbert_cli import build_parser
+>>> build_parser().parse_args(["finetune", "--steps", "5"]).steps
+5
 """
 
 import sys

@@ -12,8 +12,13 @@ class BertEmbeddings(keras.layers.Layer):
 
     The token table is `token_embedding.embeddings`; the MLM decoder reuses it (weight tying).
 
+    Example:
+
+    >>> import keras
+    >>> from kbert.layers import BertEmbeddings
     >>> emb = BertEmbeddings(vocab_size=100, hidden_size=32)
-    >>> emb(ops.ones((2, 5), "int32"), ops.zeros((2, 5), "int32")).shape
+    >>> ids = keras.ops.ones((2, 5), "int32")
+    >>> tuple(emb(ids, keras.ops.zeros((2, 5), "int32")).shape)
     (2, 5, 32)
     """
 

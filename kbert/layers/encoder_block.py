@@ -53,8 +53,12 @@ class TransformerEncoderBlock(keras.layers.Layer):
     that reads both projects keys and values once. It takes a padding bias ([batch, 1, 1,
     key]), not a causal one, and not `return_attention`.
 
+    Example:
+
+    >>> import keras
+    >>> from kbert.layers import TransformerEncoderBlock
     >>> block = TransformerEncoderBlock(num_heads=4, intermediate_size=64)
-    >>> block(ops.zeros((2, 7, 16))).shape
+    >>> tuple(block(keras.ops.zeros((2, 7, 16))).shape)
     (2, 7, 16)
     """
 
