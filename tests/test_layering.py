@@ -5,7 +5,10 @@ hidden one.
 """
 
 import ast
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -234,3 +237,36 @@ def documented_floors():
 
 def test_the_architecture_page_shows_these_floors():
     assert documented_floors() == FLOORS
+
+
+def test_the_models_train_without_tensorflow():
+    """DESIGN.md: the models run on Keras' JAX backend on a machine with no TensorFlow (the GPU
+    image). A task model declares its preprocessor class, so the text package must load there
+    too; a tokenizer built there names what is missing."""
+    pytest.importorskip("jax")
+    script = """
+import sys
+sys.modules["tensorflow"] = sys.modules["tensorflow_text"] = None
+import numpy as np
+from benchmarks.gpu_worker import kbert_module
+models, config = kbert_module("models"), kbert_module("config")
+backbone = models.BertBackbone(config.BertConfig(vocab_size=30, hidden_size=8, num_layers=1,
+                                                 num_heads=2, intermediate_size=16))
+model = models.BertClassifier(backbone, num_classes=2)
+model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+inputs = {"token_ids": np.ones((4, 6), "int32"), "segment_ids": np.zeros((4, 6), "int32"),
+          "padding_mask": np.ones((4, 6), "bool")}
+model.fit(inputs, np.array([0, 1, 0, 1]), epochs=1, verbose=0)
+assert "tensorflow" not in [m.split(".")[0] for m in sys.modules if sys.modules[m] is not None]
+try:
+    kbert_module("text.tokenizer").BertTokenizer(["[PAD]"])
+except ModuleNotFoundError as error:
+    print(error)
+"""
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT.parent, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == (
+        "BertTokenizer needs tensorflow and tensorflow-text: "
+        "pip install tensorflow tensorflow-text")

@@ -16,15 +16,13 @@ reordered, so ids differ only when two of these follow each other out of class o
 (e.g. U+1D16D then U+1D165). No real text in the test corpora does that.
 """
 
-import tensorflow as tf
-import tensorflow_text as tf_text
-
 from kbert.text import unicode_tables
+from kbert.text.tf_libs import tf, tf_text
 
 _NOT_FOUND = "\xff"  # never valid UTF-8, so never a real replacement string
 
 
-class BasicTokenizer(tf.Module):
+class BasicTokenizer(tf.Module if tf else object):  # tf.Module tracks the table for export
     """Strings [batch] → normalized words [batch, None] (and what offsets need)."""
 
     def __init__(self, lowercase=True, strip_accents=None, name=None):

@@ -6,9 +6,9 @@ keras-hub's tasks do: strings stay strings until the batch is packed inside tf.d
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kbert import tensorflow_backend
+from kbert.text.tf_libs import tf
 from kbert.text.trim import trim_to_longest
 from kbert.text.utf8 import without_lone_surrogates
 

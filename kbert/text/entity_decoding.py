@@ -12,7 +12,7 @@ where the end rule fires at word i spans from the last word <= i-1 where the sta
 chunk starts are one cumulative count over the batch, whatever the number of words.
 """
 
-import tensorflow as tf
+from kbert.text.tf_libs import tf
 
 # Tag prefixes as conlleval reads them (the tag's first character).
 _PREFIXES = {"B": 0, "I": 1, "E": 2, "S": 3, "O": 4, ".": 5}

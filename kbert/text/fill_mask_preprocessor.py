@@ -8,11 +8,11 @@ drop is refused (an InvalidArgumentError that says so), never silently left unfi
 """
 
 import keras
-import tensorflow as tf
 
 from kbert.config_checks import whole_number
 from kbert.text.preprocessor import pack_segments, truncated_lengths
 from kbert.text.preprocessor_base import PreprocessorBase, cap_text, string_batch, text_budget
+from kbert.text.tf_libs import tf
 
 
 def blank_positions(token_ids, mask_token_id):

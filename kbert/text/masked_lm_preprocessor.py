@@ -14,12 +14,12 @@ the pre-training pipeline's work (`kbert.data.pretraining`), not this layer's.
 """
 
 import keras
-import tensorflow as tf
 
 from kbert.text.datasets import batched_dataset, prefetched
 from kbert.text.masking import MaskedLM, default_max_predictions, to_fit_arguments
 from kbert.text.preprocessor import BertPreprocessor
 from kbert.text.preprocessor_base import PreprocessorBase, traced
+from kbert.text.tf_libs import tf
 from kbert.text.trim import trim_to_longest
 
 

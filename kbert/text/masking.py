@@ -22,7 +22,7 @@ TensorFlow's global generator.
 
 import math
 
-import tensorflow as tf
+from kbert.text.tf_libs import tf
 
 
 def default_max_predictions(sequence_length, mask_rate=0.15):

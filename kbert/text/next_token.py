@@ -8,9 +8,8 @@ accuracies of the two objectives count the same kind of token. The predictions r
 `BertPretrainer`'s `mlm` head through the same `masked_positions` input: positions 0..length-2.
 """
 
-import tensorflow as tf
-
 from kbert.text.masking import to_fit_arguments
+from kbert.text.tf_libs import tf
 
 
 class NextTokenLM:

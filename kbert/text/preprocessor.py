@@ -21,11 +21,11 @@ position, the [start, end) of its token in that segment's original string (bytes
 """
 
 import keras
-import tensorflow as tf
 
 from kbert.config_checks import whole_number
 from kbert.text.datasets import batched_dataset
 from kbert.text.preprocessor_base import PreprocessorBase, traced
+from kbert.text.tf_libs import tf
 from kbert.text.trim import trim_to_longest
 
 TRUNCATIONS = ("longest_first", "waterfall")

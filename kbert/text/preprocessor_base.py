@@ -21,8 +21,8 @@ those then lose tokens to the cut.
 import weakref
 
 import keras
-import tensorflow as tf
 
+from kbert.text.tf_libs import tf
 from kbert.text.tokenizer import BertTokenizer, take_tf_inputs
 
 _UTF8_MAX_BYTES = 4  # the longest UTF-8 encoding of one character

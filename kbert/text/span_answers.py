@@ -2,9 +2,8 @@
 `fit` takes, checked against their contexts, turned into the sub-tokens they cover; and one
 weight a question."""
 
-import tensorflow as tf
-
 from kbert.text.preprocessor_base import example_weights
+from kbert.text.tf_libs import tf
 
 ANSWER_FORM = ("y = (answer_starts, answer_ends), or by the span model's outputs "
                "{'start_logits': answer_starts, 'end_logits': answer_ends}")

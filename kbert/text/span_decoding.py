@@ -16,10 +16,10 @@ them among the logits; here they are not ranked, the same answer unless a real l
 -1e4 (then numpy can push it out of its top n_best).
 """
 
-import tensorflow as tf
+from kbert.text.tf_libs import tf
 
 VERSIONS = ("1.1", "2.0")
-_NONE = tf.int32.max
+_NONE = 2**31 - 1  # int32's largest value
 
 
 def window_best_spans(start_logits, end_logits, token_start, max_context, n_best,

@@ -19,7 +19,6 @@ from before tokenization. Answers beyond are not found.
 """
 
 import keras
-import tensorflow as tf
 
 from kbert.config_checks import whole_number
 from kbert.config_checks import RowError
@@ -27,6 +26,7 @@ from kbert.text.datasets import batched_dataset, check_example_counts, prefetche
 from kbert.text.preprocessor_base import PreprocessorBase, string_batch, traced
 from kbert.text.span_answers import (answer_chars, answer_columns, answer_tokens, check_spans,
                                      question_weights)
+from kbert.text.tf_libs import tf
 from kbert.text.trim import trim_to_longest
 from kbert.text.windows import max_context_flags, window_plan
 

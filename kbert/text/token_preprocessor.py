@@ -19,10 +19,10 @@ here (a served request may be empty): it packs to [CLS] [SEP].
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kbert.config_checks import whole_number
 from kbert.text.preprocessor_base import PreprocessorBase, example_weights, traced
+from kbert.text.tf_libs import tf
 from kbert.text.windows import max_context_flags, window_plan
 from kbert.text.word_split import split_words
 

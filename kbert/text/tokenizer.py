@@ -29,11 +29,10 @@ deleted after a word belong to that word.
 """
 
 import keras
-import tensorflow as tf
-import tensorflow_text as tf_text
 
 from kbert import presets
 from kbert.text.basic_tokenizer import BasicTokenizer
+from kbert.text.tf_libs import require_tensorflow, tf, tf_text
 from kbert.text.tokenizer_files import (LEGACY_MAX_CHARS_PER_WORD, MAX_CHARS_PER_WORD,
                                         SPECIAL_TOKENS, check_max_chars)
 # Re-exported: kbert.presets, kbert.data and the tests import them from here.
@@ -110,6 +109,7 @@ class BertTokenizer(keras.layers.Layer):
 
     def __init__(self, vocabulary, lowercase=True, max_chars_per_word=MAX_CHARS_PER_WORD,
                  strip_accents=None, **kwargs):
+        require_tensorflow(type(self).__name__)
         kwargs.setdefault("trainable", False)
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)

@@ -5,7 +5,7 @@ every pipeline (tf.data for training, the serving signatures) runs the model on 
 its longest row instead. One function so that all of them cut the same way.
 """
 
-import tensorflow as tf
+from kbert.text.tf_libs import tf
 
 
 def trim_to_longest(features, pad_to_multiple_of=1, mask_key="padding_mask"):

@@ -10,11 +10,9 @@ embeddings), then [UNK], [CLS], [SEP], [MASK]; with Google's 99 unused tokens th
 
 import collections
 
-import tensorflow as tf
-from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
-
 from kbert.outputs import write_text
 from kbert.text.basic_tokenizer import BasicTokenizer
+from kbert.text.tf_libs import require_tensorflow, tf
 
 
 def reserved_tokens(num_unused=99):
@@ -123,6 +121,7 @@ def train_vocabulary(texts, vocab_size=30522, lowercase=True, output_path=None,
     >>> [tokenizer.id_to_token(i) for i in tokenizer("The quickest dogs").numpy().tolist()]
     ['the', 'quick', '##e', '##s', '##t', 'dog', '##s']
     """
+    require_tensorflow("train_vocabulary")
     reserved = reserved_tokens(num_unused)
     if vocab_size <= len(reserved):
         raise ValueError(f"vocab_size {vocab_size} leaves no room after the "
@@ -160,6 +159,9 @@ def _largest_at_least(counts, vocab_size, reserved, min_count, max_token_length,
     """The learner's vocabulary at the highest count threshold that still gives `vocab_size`
     tokens (at `min_count` when none does), so that cutting its tail gives exactly
     `vocab_size`. tensorflow-text's own search stops anywhere within 5% below its target."""
+    # Imported on use: the text package loads where tensorflow-text is missing (kbert.text.tf_libs).
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
     cache = {}
 
     def at(threshold):

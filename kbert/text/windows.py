@@ -9,7 +9,7 @@ context" window is found with segment ops over every (window, token) pair, score
 exactly as numpy does so that ties break the same way (first window wins).
 """
 
-import tensorflow as tf
+from kbert.text.tf_libs import tf
 
 
 def window_plan(lengths, room, stride):

@@ -20,8 +20,7 @@ import functools
 import re
 import sys
 
-import tensorflow as tf
-import tensorflow_text as tf_text
+from kbert.text.tf_libs import tf, tf_text
 
 _JOINERS = "-'\u2019.&"  # the characters that may join two word runs into one word
 _SURROGATES = (0xD800, 0xE000)  # not characters: Python str can hold them, UTF-8 cannot
