@@ -11,7 +11,7 @@ import keras
 from kbert.config_checks import whole_number
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
-from kbert.models.sentence_task import BertSentenceTask
+from kbert.models.classifier import BertSentenceTask
 from kbert.models.task import BertTask, classification_defaults
 from kbert.text.preprocessor import BertPreprocessor
 

@@ -7,13 +7,12 @@ from kbert import tensorflow_backend
 from kbert.models import pretrained, xla
 from kbert.models.backbone import BertBackbone, check_model_kwargs
 from kbert.models.frozen_layers import apply_trainable, frozen_layers
-from kbert.models.expected_warnings import expected_warnings_hidden
 from kbert.models.input_limits import check_preprocessor, model_limits
-from kbert.models.output_pairing import by_output
-from kbert.models.raw_inputs import (holds_nothing, is_packed, is_stream, refuse_text_batch,
-                                     split_off)
-from kbert.models.task_inputs import (check_labels, checked_inputs, checked_validation_data,
-                                     checked_weights, sparse_label_classes)
+from kbert.models.task_inputs import (by_output, check_labels, checked_inputs,
+                                      checked_validation_data, checked_weights,
+                                      expected_warnings_hidden, holds_nothing, is_packed,
+                                      is_stream, refuse_text_batch, sparse_label_classes,
+                                      split_off)
 from kbert.optimizers import Adam
 
 
