@@ -7,9 +7,33 @@ from kbert.convert.task_heads import CheckpointHeads
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
 from kbert.models.pearson import Pearson
-from kbert.models.task import BertTask, classification_defaults
+from kbert.models.task import BertTask
 from kbert.models.task_inputs import text_pairs
 from kbert.text.preprocessor import BertPreprocessor
+
+
+def classification_defaults(loss=None, metrics=None):
+    """The default loss and metrics of a head that returns class logits.
+
+    Args:
+        loss: the caller's loss, or None for sparse categorical cross-entropy from the logits.
+        metrics: the caller's metrics, or None for `[SparseCategoricalAccuracy("accuracy")]`.
+
+    Returns:
+        `(loss, metrics)`.
+
+    Example:
+
+    >>> from kbert.models.classifier import classification_defaults
+    >>> loss, metrics = classification_defaults()
+    >>> type(loss).__name__, [m.name for m in metrics]
+    ('SparseCategoricalCrossentropy', ['accuracy'])
+    """
+    if loss is None:
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if metrics is None:
+        metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+    return loss, metrics
 
 
 class BertSentenceTask(BertTask):

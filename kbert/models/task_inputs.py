@@ -17,8 +17,10 @@ import keras
 import numpy as np
 
 from kbert.config import INPUT_KEYS
+from kbert.models import xla
 from kbert.models.input_limits import (check_class_labels, check_numeric_labels,
-                                       check_output_labels, check_packed_inputs, model_limits)
+                                       check_output_labels, check_packed_inputs,
+                                       check_preprocessor, model_limits)
 
 
 # --- what the input is ---------------------------------------------------------------------------
@@ -152,6 +154,76 @@ class _CheckedPyDataset(keras.utils.PyDataset):
 
     def on_epoch_end(self):
         self.inner.on_epoch_end()
+
+
+def is_raw_text(model, x):
+    """Whether `model` packs `x` itself: it holds a preprocessor, and `x` is neither packed nor
+    a stream of batches."""
+    return (model.preprocessor is not None and x is not None and not is_packed(x)
+            and not is_stream(x))
+
+
+def text_dataset(model, x, *args, **kwargs):
+    """The batches `model`'s preprocessor packs of raw `x` (its `dataset` method, with `args`
+    and `kwargs`), each cut to its longest row (rounded up to a few sizes where XLA runs
+    them)."""
+    if holds_nothing(x):  # else an error about float64 ([] has no type) or Keras' own
+        raise ValueError("The input holds no examples (no text to pack).")
+    # Checked when built too; a `sequence_length` set since could outrun the positions.
+    check_preprocessor(model_limits(model.backbone), model.preprocessor)
+    packed = model.preprocessor.dataset(x, *args, pad_to_multiple_of=xla.pad_multiple(model),
+                                        **kwargs)
+    # A dataset's labels are seen batch by batch, as a packed dataset's are; arrays' were
+    # checked whole before.
+    return model._check(packed)[0] if hasattr(x, "element_spec") else packed
+
+
+def packed_for_fit(model, x, y, batch_size, sample_weight, validation_data, shuffle,
+                   validation_split):
+    """`fit`'s data checked, with raw text (and raw validation text) packed by `model`.
+
+    Args:
+        model: a `BertTask`.
+        x, y, batch_size, sample_weight, validation_data, shuffle, validation_split: `fit`'s.
+
+    Returns:
+        (the raw text trained on, or None for packed inputs; the datasets packed here; Keras'
+        `fit` arguments x, y, batch_size, sample_weight, validation_data, shuffle and
+        validation_split, as a dict).
+    """
+    if shuffle is None:  # a dataset or stream is shuffled by its maker; Keras ignores it
+        shuffle = not (hasattr(x, "element_spec") or is_stream(x))
+    x, y = model._check(x, y)
+    sample_weight = checked_weights(model, sample_weight)
+    validation_data = checked_validation_data(model, validation_data)
+    rows = batch_size or 32
+    packed_here = []
+    text = x if is_raw_text(model, x) else None
+    if text is not None:
+        if validation_split and validation_data is None:
+            if hasattr(x, "element_spec"):
+                raise ValueError("validation_split holds out the last examples of lists or "
+                                 "arrays; a Dataset cannot be cut: give validation_data.")
+            (x, x_val), (y, y_val), (sample_weight, w_val) = (
+                split_off(v, validation_split) for v in (x, y, sample_weight))
+            validation_data = (x_val, y_val, w_val)
+        validation_split = 0.0  # Keras splits arrays only, not the dataset made here
+        x = model._text_dataset(x, y, sample_weight, rows, shuffle)
+        y = sample_weight = batch_size = None
+        shuffle = False  # done in the dataset, which Keras would not reshuffle
+        packed_here.append(x)
+    first = validation_data[0] if isinstance(validation_data, tuple) else validation_data
+    if validation_data is not None and is_raw_text(model, first):
+        parts = validation_data if isinstance(validation_data, tuple) else (validation_data,)
+        if len(parts) < 2 and not hasattr(parts[0], "element_spec"):
+            raise ValueError("validation_data is (x, y) or (x, y, sample_weight): a score "
+                             "needs labels.")
+        validation_data = model._text_dataset(*parts, batch_size=rows)
+        packed_here.append(validation_data)
+    return text, packed_here, {"x": x, "y": y, "batch_size": batch_size,
+                               "sample_weight": sample_weight,
+                               "validation_data": validation_data, "shuffle": shuffle,
+                               "validation_split": validation_split}
 
 
 # --- labels of several outputs -------------------------------------------------------------------
