@@ -150,11 +150,12 @@ def save_keras_hub(model, path, tokenizer=None, sequence_length=None, overwrite=
     tokenizer = tokenizer or getattr(preprocessor, "tokenizer", None)
     classifier = None
     if hasattr(model, "backbone") and not hasattr(model, "mlm_head"):
-        if type(model).__name__ != "BertClassifier":
+        heads = getattr(type(model), "checkpoint_heads", None)
+        if heads is None or heads.keras_hub is None:
             raise ValueError(f"keras-hub's one BERT task class is BertTextClassifier; a "
                              f"{type(model).__name__} has none there. Save its encoder with "
                              "save_keras_hub(model.backbone, ...).")
-        kernel, bias = model.get_layer("classifier").get_weights()
+        kernel, bias = model.get_layer(heads.layer).get_weights()
         classifier = ClassifierHead(kernel, bias, model.dropout)
         sequence_length = sequence_length or getattr(preprocessor, "sequence_length", None)
     return write_keras_hub_preset(
