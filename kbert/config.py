@@ -5,6 +5,7 @@ configuration files of Hugging Face (`config.json`) and the original Google rele
 import dataclasses
 import json
 import os
+from typing import Self
 
 from kbert.config_checks import (  # noqa: F401  (part of kbert.config's API)
     ACTIVATIONS, INT_FIELDS, LIMITS, MAX_PARAMETERS, POSITIVE_FIELDS, RATE_FIELDS, ConfigError,
@@ -122,7 +123,7 @@ class BertConfig:
         return self.hidden_size // self.num_heads
 
     @classmethod
-    def preset(cls, name: str, **overrides) -> "BertConfig":
+    def preset(cls, name: str, **overrides) -> Self:
         """The config of a size preset, for a model with random weights.
 
         The presets (`PRESETS`) are the paper's "base" and "large" and Google's small models
@@ -152,7 +153,7 @@ class BertConfig:
                               f"kbert.models.pretrained.load_backbone_and_tokenizer).")
         return dataclasses.replace(PRESETS[name], **overrides)
 
-    def with_rates_from(self, kwargs: dict) -> "BertConfig":
+    def with_rates_from(self, kwargs: dict) -> Self:
         """This config with the dropout rates that `kwargs` holds, taken out of it.
 
         Args:
@@ -186,7 +187,7 @@ class BertConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict) -> "BertConfig":
+    def from_dict(cls, values: dict) -> Self:
         """A config from `to_dict`'s dict; missing fields take their defaults.
 
         Args:
@@ -208,7 +209,7 @@ class BertConfig:
         return cls(**values)
 
     @classmethod
-    def from_hf_config(cls, path_or_dict) -> "BertConfig":
+    def from_hf_config(cls, path_or_dict) -> Self:
         """A config from a Hugging Face BERT `config.json`.
 
         Hugging Face's "gelu" is the exact GELU; its "gelu_new" and "gelu_pytorch_tanh" are
@@ -243,7 +244,7 @@ class BertConfig:
         return cls._from_common(values, _HF_ACTIVATIONS, source)
 
     @classmethod
-    def from_google_config(cls, path_or_dict) -> "BertConfig":
+    def from_google_config(cls, path_or_dict) -> Self:
         """A config from the original Google release's `bert_config.json`.
 
         Google's "gelu" is the tanh approximation ("gelu_tanh" here); "gelu_exact" (which
@@ -270,7 +271,7 @@ class BertConfig:
         return cls._from_common(values, _GOOGLE_ACTIVATIONS, source)
 
     @classmethod
-    def _from_common(cls, values: dict, activations: dict, source: str) -> "BertConfig":
+    def _from_common(cls, values: dict, activations: dict, source: str) -> Self:
         """The fields from a file's keys, each checked (and named as the file names it)."""
         missing = [k for k in _REQUIRED_KEYS if k not in values]
         if missing:

@@ -24,8 +24,7 @@ FLOORS = {
     "kbert.presets": 2,  # names → checkpoints; builds the class it is given
     "kbert.text": 3,
     "kbert.models": 4,
-    "kbert.tensorflow_input_checks": 4,  # the models' input checks for tf.data, outside models/
-    "kbert.tensorflow_class_weights": 4,  # a tagger's class weights for tf.data, likewise
+    "kbert.tensorflow_inputs": 4,  # the models' input path on tf.data, outside models/
     "kbert.viz": 5, "kbert.data": 5,
     "kbert.tasks": 6,
     "kbert.training": 7, "kbert.export": 7,
@@ -204,7 +203,7 @@ def _imported_packages(tree):
 def test_model_code_imports_no_tensorflow():
     """DESIGN.md: `kbert/layers` and `kbert/models` are `keras.ops` only, so that they run on
     Keras' JAX backend where TensorFlow is not installed; the TensorFlow-only code they call
-    lives in `kbert.tensorflow_backend` and `kbert.tensorflow_input_checks`."""
+    lives in `kbert.tensorflow_backend` and `kbert.tensorflow_inputs`."""
     found = [f"{path.relative_to(ROOT.parent)}:{line} imports {package}"
              for folder in ("layers", "models") for path in sorted((ROOT / folder).rglob("*.py"))
              for package, line in _imported_packages(ast.parse(path.read_text(encoding="utf-8")))

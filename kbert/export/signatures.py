@@ -27,7 +27,7 @@ Every export has these signatures, with method name "tensorflow/serving/predict"
   themselves. Same outputs. Ids outside the vocabulary, segments outside the model's types, a
   mask not 0/1, rows empty or longer than the model's positions, inputs of different shapes
   or, for multiple choice, another number of choices get an InvalidArgument error naming the
-  input (`kbert.tensorflow_input_checks`; loaders do not enforce a signature's shape).
+  input (`kbert.tensorflow_inputs`; loaders do not enforce a signature's shape).
 
 Work per request is bounded: each text is cut, before tokenization, to the bytes its kept
 tokens can come from (`kbert.text.preprocessor_base`), and a span labeler's context or a token
@@ -74,7 +74,7 @@ Outputs, by task:
 
 import tensorflow as tf
 
-from kbert.tensorflow_input_checks import check_token_inputs
+from kbert.tensorflow_inputs import check_token_inputs
 from kbert.models.input_limits import check_preprocessor, model_limits
 from kbert.export.serving_tasks import label_names_for, num_choices, num_classes, task_for
 from kbert.config import INPUT_KEYS

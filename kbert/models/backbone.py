@@ -210,7 +210,7 @@ class BertBackbone(keras.Model):
 
         Under XLA an id beyond a table would read a clamped row, not fail, so packed arrays are
         checked whole and a dataset's batches as they are read
-        (`kbert.tensorflow_input_checks`).
+        (`kbert.tensorflow_inputs`).
 
         Args:
             x: the packed inputs (a dict of arrays) or a dataset of them.
@@ -234,7 +234,7 @@ class BertBackbone(keras.Model):
         if isinstance(x, dict):
             check_packed_inputs(model_limits(self), x)
         elif isinstance(getattr(x, "element_spec", None), dict) and hasattr(x, "map"):
-            from kbert.tensorflow_input_checks import checked_dataset  # TensorFlow, on demand
+            from kbert.tensorflow_inputs import checked_dataset  # TensorFlow, on demand
 
             x = checked_dataset(x, model_limits(self))
         return super().predict(x, *args, **kwargs)

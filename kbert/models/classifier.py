@@ -7,9 +7,51 @@ from kbert.convert.task_heads import CheckpointHeads
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
 from kbert.models.pearson import Pearson
-from kbert.models.sentence_task import BertSentenceTask
-from kbert.models.task import classification_defaults
+from kbert.models.task import BertTask
+from kbert.models.task_inputs import text_pairs
 from kbert.text.preprocessor import BertPreprocessor
+
+
+def classification_defaults(loss=None, metrics=None):
+    """The default loss and metrics of a head that returns class logits.
+
+    Args:
+        loss: the caller's loss, or None for sparse categorical cross-entropy from the logits.
+        metrics: the caller's metrics, or None for `[SparseCategoricalAccuracy("accuracy")]`.
+
+    Returns:
+        `(loss, metrics)`.
+
+    Example:
+
+    >>> from kbert.models.classifier import classification_defaults
+    >>> loss, metrics = classification_defaults()
+    >>> type(loss).__name__, [m.name for m in metrics]
+    ('SparseCategoricalCrossentropy', ['accuracy'])
+    """
+    if loss is None:
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if metrics is None:
+        metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+    return loss, metrics
+
+
+class BertSentenceTask(BertTask):
+    """Base of the sentence classifiers. `sentence_pair` says whether the model reads pairs
+    (None: unknown); a `fit` on raw text sets it to the form it was given, once the input passed
+    its checks and before training (so checkpoints saved during it keep it); it is saved with
+    the model, and `export_saved_model` serves that form unless told otherwise."""
+
+    def __init__(self, inputs, outputs, sentence_pair=None, **kwargs):
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.sentence_pair = None if sentence_pair is None else bool(sentence_pair)
+
+    def task_config(self):
+        return {"sentence_pair": self.sentence_pair}
+
+    def _fitting_on(self, text):
+        if text is not None:
+            self.sentence_pair = text_pairs(text)
 
 
 @keras.saving.register_keras_serializable(package="kbert")

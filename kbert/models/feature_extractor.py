@@ -11,8 +11,8 @@ import keras
 from kbert.config_checks import whole_number
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
-from kbert.models.sentence_task import BertSentenceTask
-from kbert.models.task import BertTask, classification_defaults
+from kbert.models.classifier import BertSentenceTask, classification_defaults
+from kbert.models.task import BertTask
 from kbert.text.preprocessor import BertPreprocessor
 
 COMBINES = ("concat", "mean", "sum")

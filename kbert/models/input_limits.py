@@ -4,7 +4,7 @@ sparse labels are ids its heads score).
 Beyond its limits the embedding lookup fails without XLA and, under XLA (kbert's default for
 inputs of one length), reads a clamped row: an answer, but garbage. Task models check their
 preprocessor when built and packed arrays given to `fit` / `evaluate` / `predict`; exports
-check their preprocessor, and `kbert.tensorflow_input_checks` each request (and each batch of a
+check their preprocessor, and `kbert.tensorflow_inputs` each request (and each batch of a
 dataset given to a task model).
 """
 
@@ -137,7 +137,7 @@ def check_output_labels(y, token_ids, label_ranges):
     """Raises ValueError unless each integer label array of the dict `y` (one per output) holds
     ids its output scores: `label_ranges(sequence_length)` gives {output: (classes, meaning)}
     for rows as long as `token_ids`' (a span model's labels are positions in the row). Float
-    targets (soft, for a loss of the user's) pass, as in `kbert.tensorflow_input_checks`."""
+    targets (soft, for a loss of the user's) pass, as in `kbert.tensorflow_inputs`."""
     if not isinstance(y, dict) or token_ids is None or np.ndim(token_ids) == 0:
         return
     ranges = label_ranges(np.shape(token_ids)[-1])

@@ -8,7 +8,8 @@ from kbert.config_checks import RowError, whole_number
 from kbert.convert.task_heads import CheckpointHeads
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
-from kbert.models.task import BertTask, classification_defaults
+from kbert.models.classifier import classification_defaults
+from kbert.models.task import BertTask
 from kbert.text.preprocessor import BertPreprocessor
 
 

@@ -6,6 +6,7 @@ from kbert.layers import MaskedLMHead
 from kbert.models.backbone import BertBackbone
 from kbert.models.input_limits import check_class_labels
 from kbert.models.task import BertTask
+from kbert.models.task_inputs import is_raw_text
 from kbert.text.masked_lm_preprocessor import BertMaskedLMPreprocessor
 
 NSP_LABELS = "next-sentence labels (0 = IsNext, 1 = NotNext)"
@@ -142,7 +143,7 @@ class BertPretrainer(BertTask):
         """Raw text `x` with NSP labels `y` (or a dataset whose elements carry them) must
         match `use_nsp`, and array labels be 0 or 1; packed inputs are checked by
         `label_ranges`."""
-        if not self._raw(x):
+        if not is_raw_text(self, x):
             return
         spec = getattr(x, "element_spec", None)
         labelled = y is not None or isinstance(spec, tuple)

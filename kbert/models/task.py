@@ -7,38 +7,11 @@ from kbert import tensorflow_backend
 from kbert.models import pretrained, xla
 from kbert.models.backbone import BertBackbone, check_model_kwargs
 from kbert.models.frozen_layers import apply_trainable, frozen_layers
-from kbert.models.expected_warnings import expected_warnings_hidden
 from kbert.models.input_limits import check_preprocessor, model_limits
-from kbert.models.output_pairing import by_output
-from kbert.models.raw_inputs import (holds_nothing, is_packed, is_stream, refuse_text_batch,
-                                     split_off)
-from kbert.models.task_inputs import (check_labels, checked_inputs, checked_validation_data,
-                                     checked_weights, sparse_label_classes)
+from kbert.models.task_inputs import (by_output, check_labels, checked_inputs, checked_weights,
+                                      expected_warnings_hidden, is_raw_text, packed_for_fit,
+                                      refuse_text_batch, sparse_label_classes, text_dataset)
 from kbert.optimizers import Adam
-
-
-def classification_defaults(loss=None, metrics=None):
-    """The default loss and metrics of a head that returns class logits.
-
-    Args:
-        loss: the caller's loss, or None for sparse categorical cross-entropy from the logits.
-        metrics: the caller's metrics, or None for `[SparseCategoricalAccuracy("accuracy")]`.
-
-    Returns:
-        `(loss, metrics)`.
-
-    Example:
-
-    >>> from kbert.models.task import classification_defaults
-    >>> loss, metrics = classification_defaults()
-    >>> type(loss).__name__, [m.name for m in metrics]
-    ('SparseCategoricalCrossentropy', ['accuracy'])
-    """
-    if loss is None:
-        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    if metrics is None:
-        metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
-    return loss, metrics
 
 
 def _backbone_in(model):
@@ -260,10 +233,6 @@ class BertTask(keras.Model):
 
     # --- raw text in -------------------------------------------------------------------------
 
-    def _raw(self, x):
-        return (self.preprocessor is not None and x is not None and not is_packed(x)
-                and not is_stream(x))
-
     def _check(self, x, y=None):
         return checked_inputs(self, x, y)
 
@@ -284,17 +253,8 @@ class BertTask(keras.Model):
         return x, sample_weight, class_weight
 
     def _text_dataset(self, x, *args, **kwargs):
-        """The preprocessor's batches, each cut to its longest row (rounded up to a few sizes
-        where XLA runs them)."""
-        if holds_nothing(x):  # else an error about float64 ([] has no type) or Keras' own
-            raise ValueError("The input holds no examples (no text to pack).")
-        # Checked when built too; a `sequence_length` set since could outrun the positions.
-        check_preprocessor(model_limits(self.backbone), self.preprocessor)
-        packed = self.preprocessor.dataset(x, *args, pad_to_multiple_of=xla.pad_multiple(self),
-                                           **kwargs)
-        # A dataset's labels are seen batch by batch, as a packed dataset's are; arrays' were
-        # checked whole in `_check`.
-        return self._check(packed)[0] if hasattr(x, "element_spec") else packed
+        """A hook: the preprocessor's batches of raw `x` (`task_inputs.text_dataset`)."""
+        return text_dataset(self, x, *args, **kwargs)
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
             shuffle=None, validation_split=0.0, **kwargs):
@@ -317,48 +277,19 @@ class BertTask(keras.Model):
         Returns:
             Keras' `History`.
         """
-        if shuffle is None:
-            shuffle = not (hasattr(x, "element_spec") or is_stream(x))
-        x, y = self._check(x, y)
-        sample_weight = checked_weights(self, sample_weight)
-        validation_data = checked_validation_data(self, validation_data)
-        rows = batch_size or 32
-        packed_here = []  # the datasets made of raw text here
-        text = x if self._raw(x) else None
-        if text is not None:
-            if validation_split and validation_data is None:
-                if hasattr(x, "element_spec"):
-                    raise ValueError("validation_split holds out the last examples of lists or "
-                                     "arrays; a Dataset cannot be cut: give validation_data.")
-                (x, x_val), (y, y_val), (sample_weight, w_val) = (
-                    split_off(v, validation_split) for v in (x, y, sample_weight))
-                validation_data = (x_val, y_val, w_val)
-            validation_split = 0.0  # Keras splits arrays only, not the dataset made here
-            x = self._text_dataset(x, y, sample_weight, rows, shuffle)
-            y = sample_weight = batch_size = None
-            shuffle = False  # done in the dataset, which Keras would not reshuffle
-            packed_here.append(x)
-        if validation_data is not None and self._raw(validation_data[0]
-                                                     if isinstance(validation_data, tuple)
-                                                     else validation_data):
-            parts = validation_data if isinstance(validation_data, tuple) else (validation_data,)
-            if len(parts) < 2 and not hasattr(parts[0], "element_spec"):
-                raise ValueError("validation_data is (x, y) or (x, y, sample_weight): a score "
-                                 "needs labels.")
-            validation_data = self._text_dataset(*parts, batch_size=rows)
-            packed_here.append(validation_data)
+        text, packed_here, data = packed_for_fit(self, x, y, batch_size, sample_weight,
+                                                 validation_data, shuffle, validation_split)
         epochs = kwargs.get("epochs", 1) - kwargs.get("initial_epoch", 0)
-        per_epoch = kwargs.get("steps_per_epoch") or xla.count_batches(x, batch_size)
-        self.match_xla_to(x, "train", None if per_epoch is None else epochs * per_epoch)
+        per_epoch = kwargs.get("steps_per_epoch") or xla.count_batches(data["x"],
+                                                                        data["batch_size"])
+        self.match_xla_to(data["x"], "train", None if per_epoch is None else epochs * per_epoch)
         self._build_optimizer()
         if kwargs.get("class_weight") is not None:
-            x, sample_weight, kwargs["class_weight"] = self._weigh_classes(
-                x, y, sample_weight, kwargs["class_weight"])
+            data["x"], data["sample_weight"], kwargs["class_weight"] = self._weigh_classes(
+                data["x"], data["y"], data["sample_weight"], kwargs["class_weight"])
         self._fitting_on(text)
         with expected_warnings_hidden(packed_here, kwargs.get("steps_per_epoch")):
-            return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
-                               validation_data=validation_data, shuffle=shuffle,
-                               validation_split=validation_split, **kwargs)
+            return super().fit(**data, **kwargs)
 
     def train_on_batch(self, x, y=None, sample_weight=None, *args, **kwargs):
         """Keras' `train_on_batch` on packed inputs, tuple labels and weights paired with the
@@ -398,7 +329,7 @@ class BertTask(keras.Model):
         """
         x, y = self._check(x, y)
         sample_weight = checked_weights(self, sample_weight)
-        raw = self._raw(x)
+        raw = is_raw_text(self, x)
         if raw:
             x = self._text_dataset(x, y, sample_weight, batch_size or 32)
             y = sample_weight = batch_size = None
@@ -419,7 +350,7 @@ class BertTask(keras.Model):
             The head's outputs as numpy arrays.
         """
         x = self._check(x)[0]
-        raw = self._raw(x)
+        raw = is_raw_text(self, x)
         if raw:
             x = self._text_dataset(x, batch_size=batch_size or 32)
             batch_size = None

@@ -7,11 +7,9 @@ from kbert.config_checks import whole_number
 from kbert.convert.task_heads import CheckpointHeads
 from kbert.layers.dropout import Dropout
 from kbert.models.backbone import BertBackbone
-from kbert.models.class_weights import class_weight_table
 from kbert.models.input_limits import check_class_labels
-from kbert.models.raw_inputs import is_stream
 from kbert.models.task import BertTask
-from kbert.models.task_inputs import is_number
+from kbert.models.task_inputs import is_number, is_stream
 from kbert.models.feature_extractor import BertFeatureExtractor, PaddingToMask
 from kbert.models.token_accuracy import TokenAccuracy
 from kbert.text.token_preprocessor import BertTokenPreprocessor
@@ -157,8 +155,8 @@ class BertTokenClassifier(BertTask):
         return self.num_classes if rank == 2 and is_number(spec.dtype) else None
 
     def _weigh_classes(self, x, y, sample_weight, class_weight):
-        """Each token takes its tag's class weight (`kbert.models.class_weights`)."""
-        from kbert.tensorflow_class_weights import class_weighted_dataset, tag_weights
+        """Each token takes its tag's class weight (`class_weight_table`)."""
+        from kbert.tensorflow_inputs import class_weighted_dataset, tag_weights
 
         table = class_weight_table(class_weight, self.num_classes)
         if hasattr(x, "element_spec"):  # raw text packed by `fit`, or the user's dataset
@@ -196,3 +194,23 @@ class BertTokenClassifier(BertTask):
             "lstm_units": self.lstm_units,
             "label_names": self.label_names,
         }
+
+
+def class_weight_table(class_weight, classes):
+    """float32 [classes]: `class_weight` ({class id: weight}; unnamed classes weigh 1), checked.
+    Keras turns class weights into one weight an example and refuses them beside sample
+    weights; a tagger weighs each token by its tag instead (`kbert.tensorflow_inputs`)."""
+    if not isinstance(class_weight, dict):
+        raise TypeError("class_weight is a dict {class id: weight}, got "
+                        f"{type(class_weight).__name__}.")
+    table = np.ones(classes, "float32")
+    for key, weight in class_weight.items():
+        if not (isinstance(key, (int, np.integer)) and 0 <= key < classes):
+            raise ValueError(f"class_weight names class {key!r}; the head has classes 0 to "
+                             f"{classes - 1}.")
+        if not (isinstance(weight, (int, float, np.number)) and np.isfinite(weight)
+                and weight >= 0):
+            raise ValueError(f"class_weight of class {key} must be a finite number >= 0, got "
+                             f"{weight!r}.")
+        table[key] = weight
+    return table

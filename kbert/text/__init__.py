@@ -10,5 +10,3 @@ from kbert.text.token_preprocessor import BertTokenPreprocessor
 from kbert.text.tokenizer import BertTokenizer
 from kbert.text.vocab import train_vocabulary
 
-__all__ = ["BertFillMaskPreprocessor", "BertMaskedLMPreprocessor", "BertPreprocessor",
-           "BertSpanPreprocessor", "BertTokenPreprocessor", "BertTokenizer", "train_vocabulary"]

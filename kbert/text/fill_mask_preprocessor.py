@@ -90,7 +90,7 @@ class BertFillMaskPreprocessor(PreprocessorBase):
         """Packs `texts` and finds their blanks; see the class docstring."""
         texts = tf.convert_to_tensor(texts)
         scalar = texts.shape.rank == 0
-        texts = string_batch(texts, "BertFillMaskPreprocessor")
+        texts = string_batch(texts, type(self).__name__)
         budget = self.sequence_length - 2
         blanks = tf.strings.split(texts, sep=self.marker).row_lengths() - 1
         # A blank is one token from len(marker) bytes: the cap keeps what the first `budget`

@@ -205,8 +205,8 @@ class BertSpanPreprocessor(PreprocessorBase):
         """
         if (answer_starts is None) != (answer_ends is None):
             raise ValueError("Give both answer_starts and answer_ends, or neither.")
-        questions = string_batch(questions, "BertSpanPreprocessor", "questions")
-        contexts = string_batch(contexts, "BertSpanPreprocessor", "contexts")
+        questions = string_batch(questions, type(self).__name__, "questions")
+        contexts = string_batch(contexts, type(self).__name__, "contexts")
         rows = tf.size(contexts, out_type=tf.int64)
         check = tf.debugging.assert_equal(tf.size(questions, out_type=tf.int64), rows,
                                           message="questions and contexts differ in number")

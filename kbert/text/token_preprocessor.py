@@ -26,7 +26,6 @@ from kbert.text.tf_libs import tf
 from kbert.text.windows import max_context_flags, window_plan
 from kbert.text.word_split import split_words
 
-__all__ = ["BertTokenPreprocessor", "split_words"]
 
 OUTPUT_KEYS = ("token_ids", "segment_ids", "padding_mask", "word_index")
 

@@ -30,7 +30,7 @@ from kbert.training import best_epoch
 from kbert.training import finetune_checkpoints as resumable
 from kbert.training.finetune_config import FinetuneConfig
 from kbert.training.optimizer import make_optimizer
-from kbert.training.precision import dtype_policy, needs_loss_scale
+from kbert.training.optimizer import dtype_policy, needs_loss_scale
 
 SENTENCE_KINDS = ("classification", "regression", "multiple_choice")
 

@@ -7,7 +7,7 @@ import numbers
 from kbert.config_checks import RATE_FIELDS, field_problem
 from kbert.layers.attention_kernel import IMPLEMENTATIONS, check_implementation
 from kbert.settings import setting
-from kbert.training.precision import dtype_policy
+from kbert.training.optimizer import dtype_policy
 
 
 @dataclasses.dataclass

@@ -43,7 +43,7 @@ import numpy as np
 
 from kbert import outputs
 from kbert.atomic import removed_if_unfinished
-from kbert.training.precision import needs_loss_scale
+from kbert.training.optimizer import needs_loss_scale
 from kbert.training.pretrain_config import PretrainConfig, default_max_predictions
 from kbert.training.pretrain_checkpoints import plan_steps, resume, run_record
 from kbert.training.pretrain_data import finish, most_frequent_baseline, pretraining_data

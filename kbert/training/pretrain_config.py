@@ -10,7 +10,7 @@ from kbert.layers.attention_kernel import IMPLEMENTATIONS, check_implementation
 from kbert.settings import setting
 from kbert.text.masking import default_max_predictions
 from kbert.training.optimizer import OPTIMIZERS
-from kbert.training.precision import dtype_policy
+from kbert.training.optimizer import dtype_policy
 
 CORPUS_FORMATS = ("auto", "sentences", "text")
 _MAY_BE_ZERO = ("warmup_steps", "checkpoint_every")

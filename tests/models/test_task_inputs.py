@@ -1,7 +1,7 @@
 """Task models check what they are given, as served ones do (issue 23): a preprocessor the
 backbone cannot embed, packed arrays, datasets, generators and raw text whose ids, segments,
 masks, positions or labels lie outside what the backbone embeds and the head scores are refused
-by name (`kbert.models.task_inputs`, `kbert.tensorflow_input_checks`), not trained into NaN or
+by name (`kbert.models.task_inputs`, `kbert.tensorflow_inputs`), not trained into NaN or
 read from a clamped row under XLA."""
 
 import keras

@@ -9,7 +9,7 @@ from kbert.data.tasks.pipeline import make_dataset
 from kbert.tasks import get_spec
 from kbert.training import finetune, make_optimizer
 from kbert.training.optimizer import LossScaleOptimizer
-from kbert.training.precision import dtype_policy
+from kbert.training.optimizer import dtype_policy
 from tests.tasks.test_finetune import toy_task
 
 

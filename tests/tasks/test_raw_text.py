@@ -268,7 +268,7 @@ def test_a_span_model_takes_raw_text_without_keras_warnings(backbone):
     import re
     import warnings
 
-    from kbert.models.expected_warnings import POOLER_WITHOUT_GRADIENT
+    from kbert.models.task_inputs import POOLER_WITHOUT_GRADIENT
 
     from kbert.models.span_labeler import BertSpanLabeler
     from kbert.text import BertSpanPreprocessor

@@ -1,7 +1,9 @@
-"""The input checks of `kbert.models.input_limits` as TensorFlow graph ops, where the values are
-not known when the model is called: each request to an export, each batch of a tf.data dataset
-given to `fit` / `evaluate` / `predict`. Kept out of `kbert/models`, whose code is `keras.ops`
-only; the models import it when they are handed a tf.data dataset.
+"""The TensorFlow side of a task model's input path (`kbert.models.task_inputs`): the input
+checks of `kbert.models.input_limits` as graph ops, where the values are not known when the
+model is called (each request to an export, each batch of a tf.data dataset given to `fit` /
+`evaluate` / `predict`), and a tagger's class weights applied to a dataset's labels. Kept out
+of `kbert/models`, whose code is `keras.ops` only; the models import it when they are handed a
+tf.data dataset.
 
 `serve_token_ids` takes ids from clients that tokenize themselves. Without checks, an embedding
 lookup wraps negative ids (keras.ops.take follows numpy: token id -5 answered as id
@@ -109,7 +111,7 @@ def checked_dataset(dataset, limits, label_classes=None, label_ranges=None,
     `check_label_ids`: against `label_classes` when given, or, for a dict of labels, each
     against `label_ranges(row length)`'s {output: (classes, meaning)}; float ones must be
     finite (`check_finite`), and so must float sample weights. `labels_by_output` first turns
-    a tuple of labels (and of weights) into that dict (`kbert.models.output_pairing.by_output`)."""
+    a tuple of labels (and of weights) into that dict (`kbert.models.task_inputs.by_output`)."""
     def check_labels(labels, length):
         if label_classes is not None:
             return check_label_ids(labels, label_classes)
@@ -146,3 +148,25 @@ def checked_dataset(dataset, limits, label_classes=None, label_ranges=None,
     # unless the user's options ask for it: its iterator's end stalled the next calls.
     return without_autotune(dataset.map((lambda x: check(x)[0]) if single else check,
                                         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
+
+
+# --- a tagger's class weights --------------------------------------------------------------------
+
+def tag_weights(labels, table, weights=None):
+    """Each label's weight in `table` (float32 [classes]) times `weights` (one a token, or one
+    a sentence)."""
+    weight = tf.gather(tf.constant(table), tf.cast(labels, tf.int32))
+    if weights is not None:
+        given = tf.cast(weights, weight.dtype)
+        extra = tf.ones([tf.rank(weight) - tf.rank(given)], tf.int32)
+        weight *= tf.reshape(given, tf.concat([tf.shape(given), extra], 0))
+    return weight
+
+
+def class_weighted_dataset(dataset, table):
+    """`dataset` with each batch's weights replaced by `tag_weights` of its labels."""
+    if not (isinstance(dataset.element_spec, tuple) and len(dataset.element_spec) >= 2):
+        raise ValueError("class_weight weighs labels: the dataset yields no labels.")
+    weigh = lambda inputs, labels, *weights: (  # noqa: E731
+        inputs, labels, tag_weights(labels, table, *weights))
+    return dataset.map(weigh, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
