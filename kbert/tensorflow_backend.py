@@ -15,11 +15,10 @@ def without_autotune(dataset):
     """`dataset` with tf.data's autotuning thread off, unless its options turn it on.
 
     Destroying an iterator waits for that thread's next wake-up (TF 2.21: `RootDataset::
-    Iterator`'s destructor joins it), and the thread's sleep doubles from 10 ms up to a
-    minute while the iterator lives. A `fit` could return seconds after its last step, and
-    an iterator kept alive by an error's traceback stalled whichever later call collected it:
-    a 0.7 s `fit` of a tiny model, after three calls that had stopped at a bad batch, took
-    16.5 s. Without the thread a map with AUTOTUNE parallelism runs on every core. A dataset
+    Iterator`'s destructor joins it), and the thread's sleep doubles up to a minute while the
+    iterator lives. A `fit` could return seconds after its last step, and an iterator kept
+    alive by an error's traceback stalled whichever later call collected it
+    (`benchmarks/README.md`, "tf.data's autotuning thread"). Without the thread a map with AUTOTUNE parallelism runs on every core. A dataset
     whose options set `autotune.enabled = True` is left as it is."""
     import tensorflow as tf
 
@@ -53,9 +52,8 @@ def compiled_linear(fn):
 
     Dropout (`kbert.layers.dropout`) runs this where TensorFlow runs a step without XLA (kbert's
     default for batches of varying length): there its hash-based mask is otherwise ~23
-    kernels, each a pass over the tensor. On CoNLL batches (MiniLM, batch 32) a `fit` step took
-    ~690 ms with them, ~630 compiled and ~605 without dropout. Inside an XLA step the function
-    is inlined and fuses as before."""
+    kernels, each a pass over the tensor (`benchmarks/README.md`, "Dropout outside XLA").
+    Inside an XLA step the function is inlined and fuses as before."""
     import tensorflow as tf
 
     compiled = tf.function(fn, jit_compile=True)

@@ -4,9 +4,8 @@ Three kernels compute the same attention. `einsum` is kbert's own (two einsums a
 softmax, an additive bias for the mask): every backend runs it, it applies the paper's attention
 dropout and it can return the probabilities. `fused` is cuDNN's flash attention through
 `jax.nn.dot_product_attention(implementation="cudnn")` with the padding given as per-row
-lengths: on one H100 at BERT-base shapes (batch 256, sequence 128, bf16) one layer's attention,
-forward and backward, took 0.54 ms against the einsum's 0.94 ms (0.76 ms with cuDNN and a bias,
-0.73 ms with a boolean mask). `xla` is that same call with `implementation=None`, which JAX runs
+lengths: on a GPU it runs a layer's attention in well under the einsum's time
+(`benchmarks/README.md`, "Attention kernels on a GPU"). `xla` is that same call with `implementation=None`, which JAX runs
 on any device: it tests the fused path's masking on a CPU and is there for a user who wants it.
 `flash` is kbert's own flash attention (`kbert.layers.flash_attention`, Pallas kernels that
 Triton compiles on an NVIDIA GPU): it takes the same lengths, never writes the probabilities to
@@ -20,9 +19,7 @@ runs in Pallas' interpreter, which is exact and slow (for tests).
   training with it on one device (`jax.nn.dot_product_attention` has no dropout; JAX's private
   cuDNN entry has one, but with a seed fixed at trace time every step would drop the same
   entries; over several devices, the einsum: XLA cannot split a Triton call); flash trains
-  faster than the einsum there (`benchmarks/results/gpu/h200-2026-12-04/`). `einsum`
-  everywhere else: the TensorFlow
-  backend, CPUs, float32, causal masks, `return_attention`, and head sizes neither kernel takes.
+  faster than the einsum there. `einsum` everywhere else: the TensorFlow backend, CPUs, float32, causal masks, `return_attention`, and head sizes neither kernel takes.
 - `"einsum"`: always the einsum.
 - `"fused"` / `"xla"`: always that kernel where the mask allows it (not with a causal mask or
   `return_attention`, which keep the einsum). Choosing one is also choosing to train without

@@ -52,7 +52,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm.build(tuple(token_ids_shape) + (self.hidden_size,))
         # Built here, not on first use: Keras runs a functional model's `compute_output_shape`
         # rather than `call`, and a model with an unbuilt layer is rebuilt by a forward pass on
-        # every `predict` on JAX (~0.3 s a call for BERT-base on an H100).
+        # every `predict` on JAX.
         self.dropout_layer.build(tuple(token_ids_shape) + (self.hidden_size,))
         self.built = True
 

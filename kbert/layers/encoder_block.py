@@ -175,9 +175,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         oneDNN's AMX batched matmul, which TensorFlow runs for an einsum outside XLA, crashed
         the process now and then at one query (SIGSEGV in `brgemm_matmul_t`, on an Intel Xeon
         with AMX), and at one query a matmul gains nothing. For more (a masked LM's 21), the
-        einsum: the broadcast form ate the whole gain of skipping the rest of the block (BERT-
-        mini pre-training step under XLA on a 2-core EPYC: 1.01x with it, 1.04x with the
-        einsum; forward 1.01x and 1.10x)."""
+        einsum: the broadcast form ate the whole gain of skipping the rest of the block
+        (`benchmarks/README.md`, "Attention at a few queries")."""
         batch, n, hidden = ops.shape(states)[0], ops.shape(states)[1], states.shape[-1]
         rows = ops.reshape(states, (-1, hidden))
         query = self._query_key_value(rows, batch, n)[0]

@@ -32,8 +32,8 @@ from kbert.layers.attention_kernel import FLASH_HEAD_SIZES
 from kbert.layers.dropout import hash_bits, hash_keys
 
 # Tile sizes (queries × keys forward; one square size backward), the fastest of four timed
-# (benchmarks/results/gpu/h200-2026-12-04/flash-attention.json); each is cut to the largest
-# power of two that divides the sequence.
+# (benchmarks/README.md, "Attention kernels on a GPU"); each is cut to the largest power of two
+# that divides the sequence.
 FORWARD_BLOCKS = (128, 64)
 BACKWARD_BLOCK = 64
 _LOG2_E = math.log2(math.e)  # scores go through exp2: e^x = 2^(x·log2 e)

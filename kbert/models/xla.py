@@ -1,32 +1,22 @@
 """When kbert's models compile with XLA: one rule, so that `model.compile()` without speed flags
-gives the fast path on every backend and device, and users need not know the flag.
+gives the fast path on every backend and device, and users need not know the flag. The
+measurements that set it are in `benchmarks/README.md`, "XLA break-even".
 
-- JAX: always. Un-jitted JAX runs op by op (two tiny data-parallel pre-training steps took 111 s
-  against 30 s jitted), so variable-length batches are padded to a multiple of
-  `XLA_PAD_MULTIPLE` (`pad_multiple`): a handful of shapes instead of one per batch.
+- JAX: always. Un-jitted JAX runs op by op, so variable-length batches are padded to a multiple
+  of `XLA_PAD_MULTIPLE` (`pad_multiple`): a handful of shapes instead of one per batch.
 - TensorFlow, float32, fixed shapes: on, CPUs included (Keras' own "auto" leaves CPUs without
-  XLA). On a 2-core CPU, BERT mini at length 128, batch 16, trains 1.13x and infers 1.41x
-  faster under XLA than without (`benchmarks/results/cpu-default-mini.json`).
+  XLA).
 - TensorFlow, batches whose length varies (raw text, and datasets cut to each batch's longest
   row): off, for a task model (`BertTask`), which switches per call of `fit` / `evaluate` /
-  `predict` (`xla_by_shape`). XLA compiles once per shape: in the harness's first run,
-  fine-tuning on movie reviews ran at 57 sequences/s under XLA (lengths padded to multiples of
-  16) against 75.5 trimmed without.
+  `predict` (`xla_by_shape`). XLA compiles once per shape.
 - TensorFlow, a call too short to pay for the compilation: off, for a task model, per call
-  and per step function (`pays_off`). Compiling costs seconds (a training step: 5-6 s more
-  than tracing alone for the tiny preset, 8 s for mini, 9-17 s for BERT-base) and saves a share
-  of each step that grows with the model, so the break-even is a number of steps times the
-  encoder's parameters (embeddings excluded). Measured on a 2-core AVX2 EPYC, batch 16, length
-  128, two runs (`benchmarks/xla_break_even.py`, the second in
-  `benchmarks/results/cpu-xla-break-even.json`): training tiny 740-830 steps or never, mini
-  100-160, base 10-80; prediction tiny 60-130, mini 20-25, base never (XLA no faster). The
-  rule: 1e9 for a training step (tiny ~2,400 steps, mini ~300, base 12), 5e7 for an
-  evaluation or prediction step (tiny ~120, mini ~15, base 1). A 2-step tiny `kbert pretrain`
-  took 33.8 s of CPU under XLA and 23.7 s without.
-- TensorFlow, bf16 / fp16 compute on a CPU: off. oneDNN runs bf16 matmuls without XLA; XLA on a
-  CPU runs them no faster than float32 (README, "Measured").
+  and per step function (`pays_off`). Compiling costs seconds and saves a share of each step
+  that grows with the model, so the break-even is a number of steps times the encoder's
+  parameters (embeddings excluded): `XLA_PAYS_AFTER`.
+- TensorFlow, bf16 / fp16 compute on a CPU: off. oneDNN runs bf16 matmuls without XLA, and XLA
+  on a CPU runs them no faster than float32.
 - TensorFlow under a distribution strategy of several replicas: off; Keras 3's compiled train
-  step fails there (keras-team/keras#19005).
+  step fails there (https://github.com/keras-team/keras/issues/19005).
 - Other backends: off.
 
 `jit_compile=True` / `False` given by the user always wins.
@@ -41,7 +31,7 @@ XLA_PAD_MULTIPLE = 16
 
 XLA_PAYS_AFTER = {"train": 1e9, "predict": 5e7}
 """Steps times encoder parameters after which XLA's compilation has paid for itself, for a
-training step and for an evaluation or prediction step (measured above)."""
+training step and for an evaluation or prediction step."""
 
 
 def default_jit_compile(jit_compile=None, dtype_policy=None):

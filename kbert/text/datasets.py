@@ -190,8 +190,7 @@ def random_batches(arrays, batch_size, seed, pad_to_multiple_of=1):
 def length_order(padding_mask):
     """Row indices shortest first (stable), for evaluation passes whose order does not matter
     or is restored afterwards (`np.argsort(order)` undoes it). Batches cut to their longest row
-    then carry little padding: CoNLL-2003's dev set, in batches of 32, packs 2.33x its real
-    tokens in its own order and 1.02x in this one."""
+    then carry little padding (`benchmarks/README.md`, "Evaluation in length order")."""
     return np.argsort(np.asarray(padding_mask).sum(axis=1), kind="stable")
 
 

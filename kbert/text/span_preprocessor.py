@@ -246,8 +246,7 @@ class BertSpanPreprocessor(PreprocessorBase):
     def _pack(self, question, context, starts, ends, is_max):
         """[CLS] question [SEP] window [SEP], padded to sequence_length, + the window columns
         (`WINDOW_KEYS`), joined as one [rows, tokens, 6] tensor: one ragged concat, not one a
-        column, keeps small the graph every tf.data iterator instantiates (README,
-        "Start-up")."""
+        column, keeps small the graph every tf.data iterator instantiates."""
         rows = context.nrows()
         cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
         edge = lambda *column: tf.broadcast_to(tf.constant(column, tf.int32), tf.stack(
