@@ -16,7 +16,8 @@ INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
 
 # Names that Hugging Face and Google write in `hidden_act`, mapped to kbert's two GELU forms.
 # Google's own code only ever had the tanh approximation and called it "gelu"; Hugging Face
-# calls the exact erf form "gelu" and the tanh form "gelu_new" (or "gelu_pytorch_tanh").
+# calls the exact erf form "gelu" and the tanh form "gelu_new" (or "gelu_pytorch_tanh"). The
+# first name of each form is the one kbert writes.
 _HF_ACTIVATIONS = {
     "gelu": "gelu",
     "gelu_new": "gelu_tanh",
@@ -158,7 +159,7 @@ class BertConfig:
 
         Args:
             kwargs: a dict of keyword arguments; its `hidden_dropout` and `attention_dropout`
-                are removed (`pop_rates`).
+                are removed.
 
         Returns:
             A `BertConfig` (this one when `kwargs` holds no rate).
@@ -172,7 +173,7 @@ class BertConfig:
         >>> kwargs
         {'num_classes': 2}
         """
-        rates = pop_rates(kwargs)
+        rates = {name: kwargs.pop(name) for name in RATE_FIELDS if name in kwargs}
         return dataclasses.replace(self, **rates) if rates else self
 
     def to_dict(self) -> dict:
@@ -301,25 +302,9 @@ class BertConfig:
         >>> kbert.BertConfig.from_hf_config(hf) == kbert.BertConfig.preset("tiny")
         True
         """
-        return {
-            "architectures": ["BertModel"],
-            "model_type": "bert",
-            "vocab_size": self.vocab_size,
-            "hidden_size": self.hidden_size,
-            "num_hidden_layers": self.num_layers,
-            "num_attention_heads": self.num_heads,
-            "intermediate_size": self.intermediate_size,
-            "hidden_act": {"gelu": "gelu", "gelu_tanh": "gelu_new",
-                           "relu": "relu"}[self.hidden_act],
-            "hidden_dropout_prob": self.hidden_dropout,
-            "attention_probs_dropout_prob": self.attention_dropout,
-            "max_position_embeddings": self.max_position_embeddings,
-            "type_vocab_size": self.type_vocab_size,
-            "initializer_range": self.initializer_range,
-            "layer_norm_eps": self.layer_norm_eps,
-            "pad_token_id": 0,
-            "position_embedding_type": "absolute",
-        }
+        return {"architectures": ["BertModel"], "model_type": "bert",
+                **self._file_values(_HF_ACTIVATIONS), "pad_token_id": 0,
+                "position_embedding_type": "absolute"}
 
     def to_google_config(self) -> dict:
         """The original Google release's `bert_config.json` contents for this model.
@@ -337,42 +322,17 @@ class BertConfig:
         >>> kbert.BertConfig.preset("tiny").to_google_config()["hidden_act"]
         'gelu_exact'
         """
-        return {
-            "vocab_size": self.vocab_size,
-            "hidden_size": self.hidden_size,
-            "num_hidden_layers": self.num_layers,
-            "num_attention_heads": self.num_heads,
-            "intermediate_size": self.intermediate_size,
-            "hidden_act": {"gelu_tanh": "gelu", "gelu": "gelu_exact",
-                           "relu": "relu"}[self.hidden_act],
-            "hidden_dropout_prob": self.hidden_dropout,
-            "attention_probs_dropout_prob": self.attention_dropout,
-            "max_position_embeddings": self.max_position_embeddings,
-            "type_vocab_size": self.type_vocab_size,
-            "initializer_range": self.initializer_range,
-        }
+        values = self._file_values(_GOOGLE_ACTIVATIONS)
+        del values["layer_norm_eps"]
+        return values
 
-
-def pop_rates(kwargs: dict) -> dict:
-    """The dropout rates (`RATE_FIELDS`) in `kwargs`, taken out of it.
-
-    They are the fields a loader may change on a checkpoint's config, as no weight depends on
-    them.
-
-    Args:
-        kwargs: a dict of keyword arguments, changed in place.
-
-    Returns:
-        A dict of the `hidden_dropout` and `attention_dropout` that `kwargs` held.
-
-    Example:
-
-    >>> from kbert.config import pop_rates
-    >>> kwargs = {"attention_dropout": 0.0, "dtype": "float32"}
-    >>> pop_rates(kwargs), kwargs
-    ({'attention_dropout': 0.0}, {'dtype': 'float32'})
-    """
-    return {name: kwargs.pop(name) for name in RATE_FIELDS if name in kwargs}
+    def _file_values(self, activations: dict) -> dict:
+        """The fields under the keys both files use, `hidden_act` by its first name in
+        `activations`."""
+        values = {key: getattr(self, field) for field, key in _FILE_KEYS.items()}
+        values["hidden_act"] = next(name for name, ours in activations.items()
+                                    if ours == self.hidden_act)
+        return values
 
 
 def _read_json(path_or_dict, filename: str) -> tuple[dict, str]:

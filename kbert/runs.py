@@ -19,6 +19,7 @@ import json
 import os
 import pathlib
 import re
+from typing import Self
 
 from kbert.outputs import write_text
 
@@ -95,7 +96,7 @@ class RunDirectory:
         return (path / INFO_FILE).is_file() and (path / MODEL_FILE).is_file()
 
     @classmethod
-    def open(cls, path) -> "RunDirectory":
+    def open(cls, path) -> Self:
         """The run at `path`; a clear error when it is not one."""
         run = cls(path)
         if not run.path.is_dir():

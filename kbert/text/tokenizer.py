@@ -34,10 +34,7 @@ from kbert import presets
 from kbert.text.basic_tokenizer import BasicTokenizer
 from kbert.text.tf_libs import require_tensorflow, tf, tf_text
 from kbert.text.tokenizer_files import (LEGACY_MAX_CHARS_PER_WORD, MAX_CHARS_PER_WORD,
-                                        SPECIAL_TOKENS, check_max_chars)
-# Re-exported: kbert.presets, kbert.data and the tests import them from here.
-from kbert.text.tokenizer_files import (casing_from_checkpoint, load_vocabulary,  # noqa: F401
-                                        max_chars_from_checkpoint)
+                                        SPECIAL_TOKENS, check_max_chars, load_vocabulary)
 
 _SUFFIX = "##"
 _LONG_WORD = " "  # words never hold spaces and vocab tokens never start with one: always [UNK]
@@ -135,9 +132,8 @@ class BertTokenizer(keras.layers.Layer):
     def from_pretrained(cls, path, lowercase=None, max_chars_per_word=None, **kwargs):
         """The tokenizer of a checkpoint directory or of a `kbert.presets` name.
 
-        Reads the checkpoint's `vocab.txt`, and unless given its casing
-        (`casing_from_checkpoint`), accent stripping (`accents_from_checkpoint`) and word
-        limit (`max_chars_from_checkpoint`).
+        Reads the checkpoint's `vocab.txt`, and unless given its casing, accent stripping and
+        word limit (`kbert.text.tokenizer_files`).
 
         Args:
           path: a checkpoint directory (Hugging Face, Google, keras-hub, kbert) or a preset

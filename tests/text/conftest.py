@@ -47,7 +47,7 @@ def real_sentences(wiki_articles):
 
 @pytest.fixture(scope="session")
 def uncased_vocab():
-    from kbert.text.tokenizer import load_vocabulary
+    from kbert.text.tokenizer_files import load_vocabulary
 
     return load_vocabulary(fetch("minilm") / "vocab.txt")
 

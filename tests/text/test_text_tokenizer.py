@@ -8,7 +8,8 @@ import pytest
 import tensorflow as tf
 
 from kbert.data.sources import fetch
-from kbert.text.tokenizer import BertTokenizer, casing_from_checkpoint
+from kbert.text.tokenizer import BertTokenizer
+from kbert.text.tokenizer_files import casing_from_checkpoint
 from reference_tokenizer import basic_tokenize
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -3,7 +3,8 @@
 import pytest
 import tensorflow as tf
 
-from kbert.text.tokenizer import BertTokenizer, load_vocabulary
+from kbert.text.tokenizer import BertTokenizer
+from kbert.text.tokenizer_files import load_vocabulary
 from kbert.text.vocab import reserved_tokens, train_vocabulary
 
 

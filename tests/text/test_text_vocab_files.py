@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from kbert.text.tokenizer import BertTokenizer, load_vocabulary
+from kbert.text.tokenizer import BertTokenizer
+from kbert.text.tokenizer_files import load_vocabulary
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 

@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 import transformers
 
-from kbert.text.tokenizer import BertTokenizer, max_chars_from_checkpoint
+from kbert.text.tokenizer import BertTokenizer
+from kbert.text.tokenizer_files import max_chars_from_checkpoint
 from reference_tokenizer import GOOGLE_MAX_CHARS, HF_MAX_CHARS, ReferenceTokenizer
 
 LENGTHS = [99, 100, 101, 199, 200, 201]

@@ -35,7 +35,7 @@ import shutil
 
 import numpy as np
 
-from kbert.text.tokenizer_files import MAX_CHARS_PER_WORD
+from kbert.text.tokenizer_files import MAX_CHARS_PER_WORD, load_vocabulary
 
 META = "dataset.json"
 
@@ -60,8 +60,6 @@ def write_tfrecords(documents, output_dir, vocabulary, lowercase=True, sequence_
     `num_workers > 1` spawns processes: a script calling it needs the usual
     `if __name__ == "__main__":` guard (console entry points such as `kbert` have it).
     """
-    from kbert.text.tokenizer import load_vocabulary
-
     output_dir = pathlib.Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     staging = output_dir / ".staging"
