@@ -270,7 +270,7 @@ def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None
     """Writes canonical weights as a Hugging Face BERT directory, atomically.
 
     Without head weights the layout is `BertModel`'s; with them, `BertForPreTraining`'s (names
-    under "bert.", decoder tied); with a `task_head` (`kbert.convert.task_heads.TaskHead`),
+    under "bert.", decoder tied); with a `task_head` (`kbert.convert.task_heads.HfHead`),
     that task's class (`BertForSequenceClassification`, ...). `save_hf` calls it for a model.
 
     Args:
@@ -282,7 +282,7 @@ def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None
       tokenizer_config: tokenizer_config.json's settings (e.g. `do_lower_case`): the casing
         and word limit the model was trained with, which a vocabulary alone cannot tell.
       causal: mark a left-to-right model as `is_decoder`, which `transformers` runs causally.
-      task_head: a fine-tuned head (`kbert.convert.task_heads.TaskHead`).
+      task_head: a fine-tuned head (`kbert.convert.task_heads.HfHead`).
 
     Returns:
       `path`, as a `pathlib.Path`.

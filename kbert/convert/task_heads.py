@@ -56,7 +56,7 @@ class CheckpointHeads:
 
 
 @dataclasses.dataclass
-class TaskHead:
+class HfHead:
     """What a task model adds to a Hugging Face checkpoint: its class, the head's tensors
     (HF names, HF layout), config entries (label count and names), and whether the class
     keeps the encoder's pooler."""
@@ -88,7 +88,7 @@ def heads_of(model):
 
 
 def task_head(model, label_names=None):
-    """The `TaskHead` of a kbert task model; None for a backbone or a pretrainer.
+    """The `HfHead` of a kbert task model; None for a backbone or a pretrainer.
     `label_names` (in id order) default to the model's own."""
     if not hasattr(model, "backbone") or hasattr(model, "mlm_head"):
         return None
@@ -118,7 +118,7 @@ def task_head(model, label_names=None):
         if heads.huggingface == "BertForSequenceClassification":
             config["problem_type"] = ("regression" if labels == 1
                                       else "single_label_classification")
-    return TaskHead(heads.huggingface, {f"{hf_name}.weight": kernel.T, f"{hf_name}.bias": bias},
+    return HfHead(heads.huggingface, {f"{hf_name}.weight": kernel.T, f"{hf_name}.bias": bias},
                     config, heads.pooler)
 
 

@@ -36,12 +36,12 @@ def export_from_cli(model_path, output_dir, vocabulary=None, lowercase=None,
       top_k: a masked LM's pieces per blank (default 5).
     Returns the version directory written.
     """
-    from kbert.export.serving_tasks import TASKS
+    from kbert.export.serving_kinds import SERVING_KINDS
 
     # A target that cannot take the version is refused before the model loads.
     version_directory(pathlib.Path(os.path.abspath(output_dir)), version, overwrite,
                       inputs=[model_path, vocabulary])
-    kbert_task = None if task is None or task in TASKS else task
+    kbert_task = None if task is None or task in SERVING_KINDS else task
     info, model = _load_model(pathlib.Path(model_path), allow_pickle, kbert_task,
                               null_threshold, top_k)
     task = None if kbert_task else task
@@ -73,10 +73,10 @@ def _for_export_task(model, preprocessor, task, model_path):
     """(model, preprocessor) that an export task name exports of a run's or checkpoint's task
     model: "backbone" its encoder (embeddings), the task's tokenizer packing sentences; the
     model's own kind, itself; any other kind is refused by name."""
-    from kbert.export.serving_tasks import task_for
+    from kbert.export.serving_kinds import serving_kind_for
     from kbert.text import BertPreprocessor
 
-    own = task_for(model).name
+    own = serving_kind_for(model).name
     if task == "backbone" and own != "backbone" and hasattr(model, "backbone"):
         if preprocessor is not None:
             preprocessor = BertPreprocessor(preprocessor.tokenizer, preprocessor.sequence_length)

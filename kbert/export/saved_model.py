@@ -124,7 +124,7 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
       sentence_pair: whether a classifier or backbone reads sentence pairs: `serving_default`
         then takes `text` and `text_pair`. None: a `BertClassifier`'s own `sentence_pair`
         (set by its `fit` on raw text), else single sentences.
-      task: a `kbert.export.serving_tasks.TASKS` name, to override the type-based choice.
+      task: a `kbert.export.serving_kinds.SERVING_KINDS` name, to override the type-based choice.
       overwrite: replace an existing `version` (TF Serving may be serving it).
       check_ops: refuse an export that uses ops stock TensorFlow Serving lacks.
       squad_version, null_threshold: for a span labeler: with "2.0" the answer is "" when the

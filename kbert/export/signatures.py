@@ -1,5 +1,5 @@
 """Serving signatures: what each kind of model's signatures take and return (which kind a
-model is: `kbert.export.serving_tasks`).
+model is: `kbert.export.serving_kinds`).
 
 Every export has these signatures, with method name "tensorflow/serving/predict" unless said:
 
@@ -76,7 +76,7 @@ import tensorflow as tf
 
 from kbert.tensorflow_inputs import check_token_inputs
 from kbert.models.input_limits import check_preprocessor, model_limits
-from kbert.export.serving_tasks import label_names_for, num_choices, num_classes, task_for
+from kbert.export.serving_kinds import label_names_for, num_choices, num_classes, serving_kind_for
 from kbert.config import INPUT_KEYS
 from kbert.text.trim import trim_to_longest
 
@@ -129,7 +129,7 @@ class ServingModule(tf.Module):
             raise ValueError(f"squad_version must be '1.1' or '2.0', got {squad_version!r}.")
         self.squad_version, self.null_threshold = str(squad_version), float(null_threshold)
         self.trim_padding = bool(trim_padding)
-        self.task = task_for(model, task)
+        self.task = serving_kind_for(model, task)
         if self.task.serve_ids is not None:  # a masked LM: blanks are [MASK] ids of its tokens
             if preprocessor is None:
                 raise ValueError("A masked LM's export needs its tokenizer: pass a preprocessor.")

@@ -109,8 +109,8 @@ class BertBackbone(keras.Model):
     3
     """
 
-    serving_task = "backbone"
-    """The serving signature kbert.export gives this class (`export.serving_tasks.TASKS`)."""
+    serving_kind = "backbone"
+    """How kbert.export serves this class (a key of `export.serving_kinds.SERVING_KINDS`)."""
 
     def __init__(self, config: BertConfig, causal=False, output_hidden_states=False,
                  output_attentions=False, dtype=None, attention_implementation="auto",

@@ -105,7 +105,7 @@ class BertClassifier(BertSentenceTask):
     (1, 2)
     """
 
-    serving_task = "classifier"
+    serving_kind = "classifier"
     preprocessor_cls = BertPreprocessor
     checkpoint_heads = CheckpointHeads("classifier", "BertForSequenceClassification",
                                        google="run_classifier.py",

@@ -60,7 +60,7 @@ class BertFeatureExtractor(BertTask):
     (False, 0)
     """
 
-    serving_task = "feature_extractor"
+    serving_kind = "feature_extractor"
     preprocessor_cls = BertPreprocessor
 
     def __init__(self, backbone: BertBackbone, layers=(-4, -3, -2, -1), combine="concat",
@@ -198,7 +198,7 @@ class BertFeatureClassifier(BertSentenceTask):
     8
     """
 
-    serving_task = "classifier"
+    serving_kind = "classifier"
     preprocessor_cls = BertPreprocessor
 
     def __init__(self, backbone: BertBackbone, num_classes=2, layers=(-4, -3, -2, -1),

@@ -109,7 +109,7 @@ class BertMultipleChoice(BertTask):
     (1, 2)
     """
 
-    serving_task = "multiple_choice"
+    serving_kind = "multiple_choice"
     preprocessor_cls = BertPreprocessor
     checkpoint_heads = CheckpointHeads("choice_scorer", "BertForMultipleChoice")
 

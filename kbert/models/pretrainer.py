@@ -66,7 +66,7 @@ class BertPretrainer(BertTask):
     ['loss', 'mlm_accuracy']
     """
 
-    serving_task = "fill_mask"
+    serving_kind = "fill_mask"
     preprocessor_cls = BertMaskedLMPreprocessor
 
     auto_learning_rate = 1e-4

@@ -92,7 +92,7 @@ class BertSpanLabeler(BertTask):
     ['answer', 'end_char', 'null_score_diff', 'score', 'start_char']
     """
 
-    serving_task = "span_labeler"
+    serving_kind = "span_labeler"
     preprocessor_cls = BertSpanPreprocessor
     default_sequence_length = 384
     checkpoint_heads = CheckpointHeads("span_logits", "BertForQuestionAnswering",

@@ -71,9 +71,9 @@ class BertTask(keras.Model):
     default_sequence_length = 128
     """The length `from_pretrained` packs to unless told, cut to a smaller model's positions."""
 
-    serving_task = None
+    serving_kind = None
     """The serving signature kbert.export gives this class (a key of
-    `kbert.export.serving_tasks.TASKS`)."""
+    `kbert.export.serving_kinds.SERVING_KINDS`)."""
 
     checkpoint_heads = None
     """Where this task's head sits in transformers', Google's and keras-hub's checkpoints (a

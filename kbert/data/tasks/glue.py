@@ -3,7 +3,7 @@
 import os
 import pathlib
 
-from kbert.data.tasks.common import DataError, Task, check_text, parse_label
+from kbert.data.tasks.common import DataError, TaskData, check_text, parse_label
 from kbert.text.utf8 import read_utf8
 
 
@@ -109,7 +109,7 @@ def read_glue_tsv(path, task=None):
 
 
 def read_glue_dir(directory, task=None):
-    """A `Task` from a GLUE task directory: train.tsv, dev.tsv (MNLI: dev_matched.tsv) and,
+    """A `TaskData` from a GLUE task directory: train.tsv, dev.tsv (MNLI: dev_matched.tsv) and,
     when it holds labels, test.tsv. `task` defaults to the directory's name, then the header."""
     directory = pathlib.Path(directory)
     if task is None:
@@ -132,6 +132,6 @@ def read_glue_dir(directory, task=None):
         raise DataError(f"{directory}: a GLUE directory needs labelled train.tsv and dev.tsv.")
     name, layout = glue_layout(task)
     labels = layout["labels"]
-    return Task(name=name, kind="regression" if labels is None else "classification",
-                num_classes=1 if labels is None else len(labels), splits=splits,
-                label_names=labels, description=f"GLUE {name} from {directory}")
+    return TaskData(name=name, kind="regression" if labels is None else "classification",
+                    num_classes=1 if labels is None else len(labels), splits=splits,
+                    label_names=labels, description=f"GLUE {name} from {directory}")

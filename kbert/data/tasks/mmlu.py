@@ -3,7 +3,7 @@
 import os
 import pathlib
 
-from kbert.data.tasks.common import (DataError, Task, check_text, jsonl_records, parse_label,
+from kbert.data.tasks.common import (DataError, TaskData, check_text, jsonl_records, parse_label,
                                      split_of)
 from kbert.text.utf8 import utf8_lines
 
@@ -48,5 +48,5 @@ def mmlu_task(path=None):
     for (question, choices), answer in read_mmlu(path):
         key = "\n".join((question,) + choices)
         splits[split_of(key)].append(((question, choices), answer))
-    return Task("mmlu", "multiple_choice", 4, splits, ("A", "B", "C", "D"),
-                "MMLU questions, 4 choices")
+    return TaskData("mmlu", "multiple_choice", 4, splits, ("A", "B", "C", "D"),
+                    "MMLU questions, 4 choices")

@@ -7,7 +7,7 @@ import random
 import re
 import zlib
 
-from kbert.data.tasks.common import Task
+from kbert.data.tasks.common import TaskData
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -81,6 +81,6 @@ def qnli_task(directory=None):
     dev, test = [], []
     for title, ex in squad_qnli_examples(directory / "dev-v1.1.json"):
         (dev if zlib.crc32(title.encode("utf-8")) % 2 == 0 else test).append(ex)
-    return Task("qnli", "classification", 2, {"train": train, "dev": dev, "test": test},
-                ("not_entailment", "entailment"),
-                "QNLI-style pairs from SQuAD v1.1 (question, sentence holds the answer)")
+    return TaskData("qnli", "classification", 2, {"train": train, "dev": dev, "test": test},
+                    ("not_entailment", "entailment"),
+                    "QNLI-style pairs from SQuAD v1.1 (question, sentence holds the answer)")

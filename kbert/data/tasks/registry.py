@@ -22,7 +22,7 @@ def _required(data_dir, task):
 
 
 def load_task(name, data_dir=None):
-    """The `Task` called `name`: "sentiment", "sentiment_score", "mmlu", "qnli" (real data,
+    """The `TaskData` called `name`: "sentiment", "sentiment_score", "mmlu", "qnli" (real data,
     fetched when `data_dir` is None), "glue" (a GLUE task directory in `data_dir`) or
     "glue:<TASK>" (e.g. "glue:sst-2", the layout named explicitly)."""
     if name.startswith("glue:"):

@@ -4,7 +4,7 @@ import io
 import pathlib
 import tarfile
 
-from kbert.data.tasks.common import DataError, Task, check_text, fail, parse_label, split_of
+from kbert.data.tasks.common import DataError, TaskData, check_text, fail, parse_label, split_of
 
 
 MOVIE_REVIEWS_MEMBER = "hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt"
@@ -68,7 +68,7 @@ def sentiment_task(path=None, regression=False):
             label = int(score > 0)
         splits[split_of(ident)].append((sentence, label))
     if regression:
-        return Task("sentiment_score", "regression", 1, splits,
-                    description="movie-review snippets, mean human score in [-4, 4]")
-    return Task("sentiment", "classification", 2, splits, ("negative", "positive"),
-                "movie-review snippets, positive iff mean human score > 0")
+        return TaskData("sentiment_score", "regression", 1, splits,
+                        description="movie-review snippets, mean human score in [-4, 4]")
+    return TaskData("sentiment", "classification", 2, splits, ("negative", "positive"),
+                    "movie-review snippets, positive iff mean human score > 0")

@@ -5,7 +5,8 @@ import io
 import os
 import pathlib
 
-from kbert.data.tasks.common import DataError, Task, check_text, fail, jsonl_records, parse_label
+from kbert.data.tasks.common import (DataError, TaskData, check_text, fail, jsonl_records,
+                                     parse_label)
 from kbert.text.utf8 import read_utf8, utf8_lines
 
 
@@ -58,15 +59,15 @@ def read_table(path, text_column="text", text_pair_column=None, label_column="la
 
 
 def table_task(train, dev, test=None, name="custom", num_classes=None, **columns):
-    """A `Task` from user files read with `read_table` (same `columns` arguments for each)."""
+    """A `TaskData` from user files read with `read_table` (same `columns` arguments for each)."""
     splits = {"train": read_table(train, **columns), "dev": read_table(dev, **columns)}
     if test:
         splits["test"] = read_table(test, **columns)
     if columns.get("regression"):
-        return Task(name, "regression", 1, splits, description=f"{train}, {dev}")
+        return TaskData(name, "regression", 1, splits, description=f"{train}, {dev}")
     names = columns.get("label_names")
     if num_classes is None:
         num_classes = (len(names) if names is not None else
                        1 + max(label for split in splits.values() for _, label in split))
-    return Task(name, "classification", max(num_classes, 2), splits,
-                tuple(names) if names else None, f"{train}, {dev}")
+    return TaskData(name, "classification", max(num_classes, 2), splits,
+                    tuple(names) if names else None, f"{train}, {dev}")

@@ -1,5 +1,5 @@
-"""How each serving task is served: one table from the task a model class declares
-(`serving_task`) to the inputs its signatures take and the outputs they return
+"""How each kind of model is served: one table from the serving kind a model class declares
+(`serving_kind`) to the inputs its signatures take and the outputs they return
 (`kbert.export.signatures` builds the signatures from it), and the model facts they need (its
 number of choices, of classes, its label names)."""
 
@@ -12,7 +12,7 @@ from kbert.export.task_outputs import (choice_outputs, classifier_outputs, embed
 
 
 @dataclasses.dataclass(frozen=True)
-class Task:
+class ServingKind:
     """How one kind of model is served. `inputs`: "text" (a sentence, or a pair with
     `sentence_pair=True`), "choices" (`text` + `choices` [batch, num_choices]) or
     "question_context" (`question` + `context`; `serve_text` then takes both).
@@ -29,31 +29,31 @@ class Task:
     serve_ids: object = None
 
 
-TASKS = {
-    "classifier": Task("classifier", "text", classifier_outputs, classes=True),
-    "multiple_choice": Task("multiple_choice", "choices", choice_outputs),
-    "backbone": Task("backbone", "text", embedding_outputs),
-    "feature_extractor": Task("feature_extractor", "text", feature_outputs),
-    "token_classifier": Task("token_classifier", "text", token_outputs, classes=True,
-                             serve_text=serve_entities),
-    "span_labeler": Task("span_labeler", "question_context", span_outputs,
-                         serve_text=serve_spans),
-    "fill_mask": Task("fill_mask", "text", None, serve_text=serve_fill_mask,
-                      serve_ids=fill_mask_ids),
+SERVING_KINDS = {
+    "classifier": ServingKind("classifier", "text", classifier_outputs, classes=True),
+    "multiple_choice": ServingKind("multiple_choice", "choices", choice_outputs),
+    "backbone": ServingKind("backbone", "text", embedding_outputs),
+    "feature_extractor": ServingKind("feature_extractor", "text", feature_outputs),
+    "token_classifier": ServingKind("token_classifier", "text", token_outputs, classes=True,
+                                    serve_text=serve_entities),
+    "span_labeler": ServingKind("span_labeler", "question_context", span_outputs,
+                                serve_text=serve_spans),
+    "fill_mask": ServingKind("fill_mask", "text", None, serve_text=serve_fill_mask,
+                             serve_ids=fill_mask_ids),
 }
 
-def task_for(model, task=None):
-    """The `Task` for `model`: `task` (a name in `TASKS`) if given, else the one its class
-    declares (`serving_task`)."""
+def serving_kind_for(model, task=None):
+    """The `ServingKind` for `model`: `task` (a name in `SERVING_KINDS`) if given, else the one
+    its class declares (`serving_kind`)."""
     if task is not None:
-        if task not in TASKS:
-            raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}.")
-        return TASKS[task]
-    name = getattr(type(model), "serving_task", None)
-    if name in TASKS:
-        return TASKS[name]
+        if task not in SERVING_KINDS:
+            raise ValueError(f"task must be one of {sorted(SERVING_KINDS)}, got {task!r}.")
+        return SERVING_KINDS[task]
+    name = getattr(type(model), "serving_kind", None)
+    if name in SERVING_KINDS:
+        return SERVING_KINDS[name]
     raise TypeError(f"No serving signature for a {type(model).__name__}; pass task= one of "
-                    f"{sorted(TASKS)} for a model with the same inputs and outputs (e.g. "
+                    f"{sorted(SERVING_KINDS)} for a model with the same inputs and outputs (e.g. "
                     "task='classifier' for a model that returns logits [batch, classes]).")
 
 
