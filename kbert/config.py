@@ -9,7 +9,7 @@ from typing import Self
 
 from kbert.config_checks import (  # noqa: F401  (part of kbert.config's API)
     ACTIVATIONS, INT_FIELDS, LIMITS, MAX_PARAMETERS, POSITIVE_FIELDS, RATE_FIELDS, ConfigError,
-    check_fields, check_keras_hub_config, is_int, parameter_count)
+    check_fields, check_keras_hub_config, is_int, parameter_count, pop_rates)
 
 INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
 """The names of the backbone's inputs, and of every preprocessor's packed outputs."""
@@ -173,7 +173,7 @@ class BertConfig:
         >>> kwargs
         {'num_classes': 2}
         """
-        rates = {name: kwargs.pop(name) for name in RATE_FIELDS if name in kwargs}
+        rates = pop_rates(kwargs)
         return dataclasses.replace(self, **rates) if rates else self
 
     def to_dict(self) -> dict:

@@ -34,6 +34,25 @@ RATE_FIELDS = ("hidden_dropout", "attention_dropout")
 POSITIVE_FIELDS = ("initializer_range", "layer_norm_eps")
 
 
+def pop_rates(kwargs):
+    """The dropout rates (`RATE_FIELDS`) in `kwargs`, taken out of it: the fields a loader may
+    change on a checkpoint's config, as no weight depends on them.
+
+    Args:
+        kwargs: a dict of keyword arguments, changed in place.
+
+    Returns:
+        A dict of the `hidden_dropout` and `attention_dropout` that `kwargs` held.
+
+    Example:
+
+    >>> kwargs = {"attention_dropout": 0.0, "dtype": "float32"}
+    >>> pop_rates(kwargs), kwargs
+    ({'attention_dropout': 0.0}, {'dtype': 'float32'})
+    """
+    return {name: kwargs.pop(name) for name in RATE_FIELDS if name in kwargs}
+
+
 def is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 

@@ -18,8 +18,8 @@ def without_autotune(dataset):
     Iterator`'s destructor joins it), and the thread's sleep doubles up to a minute while the
     iterator lives. A `fit` could return seconds after its last step, and an iterator kept
     alive by an error's traceback stalled whichever later call collected it
-    (`benchmarks/README.md`, "tf.data's autotuning thread"). Without the thread a map with AUTOTUNE parallelism runs on every core. A dataset
-    whose options set `autotune.enabled = True` is left as it is."""
+    (`benchmarks/README.md`, "tf.data's autotuning thread"). Without the thread a map with
+    AUTOTUNE parallelism runs on every core. A dataset whose options set `autotune.enabled = True` is left as it is."""
     import tensorflow as tf
 
     if dataset.options().autotune.enabled is not None:

@@ -5,8 +5,8 @@ softmax, an additive bias for the mask): every backend runs it, it applies the p
 dropout and it can return the probabilities. `fused` is cuDNN's flash attention through
 `jax.nn.dot_product_attention(implementation="cudnn")` with the padding given as per-row
 lengths: on a GPU it runs a layer's attention in well under the einsum's time
-(`benchmarks/README.md`, "Attention kernels on a GPU"). `xla` is that same call with `implementation=None`, which JAX runs
-on any device: it tests the fused path's masking on a CPU and is there for a user who wants it.
+(`benchmarks/README.md`, "Attention kernels on a GPU"). `xla` is that same call with
+`implementation=None`, which JAX runs on any device: it tests the fused path's masking on a CPU and is there for a user who wants it.
 `flash` is kbert's own flash attention (`kbert.layers.flash_attention`, Pallas kernels that
 Triton compiles on an NVIDIA GPU): it takes the same lengths, never writes the probabilities to
 memory, and keeps the paper's attention dropout, drawing the einsum's own mask. Elsewhere it
@@ -19,7 +19,8 @@ runs in Pallas' interpreter, which is exact and slow (for tests).
   training with it on one device (`jax.nn.dot_product_attention` has no dropout; JAX's private
   cuDNN entry has one, but with a seed fixed at trace time every step would drop the same
   entries; over several devices, the einsum: XLA cannot split a Triton call); flash trains
-  faster than the einsum there. `einsum` everywhere else: the TensorFlow backend, CPUs, float32, causal masks, `return_attention`, and head sizes neither kernel takes.
+  faster than the einsum there. `einsum` everywhere else: the TensorFlow backend, CPUs,
+  float32, causal masks, `return_attention`, and head sizes neither kernel takes.
 - `"einsum"`: always the einsum.
 - `"fused"` / `"xla"`: always that kernel where the mask allows it (not with a causal mask or
   `return_attention`, which keep the einsum). Choosing one is also choosing to train without

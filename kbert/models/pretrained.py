@@ -10,7 +10,7 @@ import dataclasses
 import warnings
 
 from kbert import presets
-from kbert.config_checks import RATE_FIELDS
+from kbert.config_checks import pop_rates
 from kbert.convert.task_heads import ReadHead, read_task_head
 from kbert.models.backbone import BertBackbone
 from kbert.runs import RunDirectory
@@ -107,10 +107,9 @@ def task_from_pretrained(cls, name_or_dir, sequence_length=None, **kwargs):
         return model
     dtype = kwargs.pop("dtype", None)
     allow_pickle = kwargs.pop("allow_pickle", False)  # a pytorch_model.bin: trusted files only
-    rates = {name: kwargs.pop(name) for name in RATE_FIELDS if name in kwargs}  # the rest: head
     backbone, tokenizer = load_backbone_and_tokenizer(
         name_or_dir, dtype=dtype, allow_pickle=allow_pickle, backbone_cls=cls.backbone_cls,
-        **rates)
+        **pop_rates(kwargs))
     head = fine_tuned_head(cls, name_or_dir, allow_pickle)
     if head is not None:
         for key, value in head.kwargs.items():
