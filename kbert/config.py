@@ -55,20 +55,19 @@ class BertConfig:
         initializer_range: float. The standard deviation of new weights' truncated normal.
         layer_norm_eps: float. The epsilon of every layer normalization.
 
-    Example:
-
-    >>> import kbert
-    >>> config = kbert.BertConfig.preset("tiny")
-    >>> config.num_layers, config.hidden_size, config.num_heads, config.head_size
-    (2, 128, 2, 64)
-    >>> config = kbert.BertConfig(num_layers=6, hidden_size=384, num_heads=12,
-    ...                           intermediate_size=1536)
-    >>> config.head_size, config.vocab_size, config.hidden_act
-    (32, 30522, 'gelu')
-    >>> kbert.BertConfig(hidden_size=100, num_heads=12)
-    Traceback (most recent call last):
-    ...
-    kbert.config_checks.ConfigError: hidden_size (100) must be divisible by num_heads (12).
+    Examples:
+        >>> import kbert
+        >>> config = kbert.BertConfig.preset("tiny")
+        >>> config.num_layers, config.hidden_size, config.num_heads, config.head_size
+        (2, 128, 2, 64)
+        >>> config = kbert.BertConfig(num_layers=6, hidden_size=384, num_heads=12,
+        ...                           intermediate_size=1536)
+        >>> config.head_size, config.vocab_size, config.hidden_act
+        (32, 30522, 'gelu')
+        >>> kbert.BertConfig(hidden_size=100, num_heads=12)
+        Traceback (most recent call last):
+        ...
+        kbert.config_checks.ConfigError: hidden_size (100) must be divisible by num_heads (12).
     """
 
     vocab_size: int = 30522
@@ -101,15 +100,14 @@ class BertConfig:
             sequence_length: the packed length to check, a positive integer.
             name: what the error message calls the length.
 
-        Example:
-
-        >>> import kbert
-        >>> config = kbert.BertConfig.preset("tiny")
-        >>> config.check_sequence_length(512)
-        >>> config.check_sequence_length(1024)  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        kbert.config_checks.ConfigError: sequence_length 1024 is longer than the model's 512 ...
+        Examples:
+            >>> import kbert
+            >>> config = kbert.BertConfig.preset("tiny")
+            >>> config.check_sequence_length(512)
+            >>> config.check_sequence_length(1024)  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            kbert.config_checks.ConfigError: sequence_length 1024 is longer than the model's 512 ...
         """
         if not is_int(sequence_length) or sequence_length < 1:
             raise ConfigError(f"{name} must be a positive integer, got {sequence_length!r}.")
@@ -139,14 +137,13 @@ class BertConfig:
         Returns:
             A `BertConfig`. An unknown name raises `ConfigError`.
 
-        Example:
-
-        >>> import kbert
-        >>> kbert.BertConfig.preset("base").num_layers
-        12
-        >>> config = kbert.BertConfig.preset("mini", hidden_dropout=0.0)
-        >>> config.num_layers, config.hidden_size, config.hidden_dropout
-        (4, 256, 0.0)
+        Examples:
+            >>> import kbert
+            >>> kbert.BertConfig.preset("base").num_layers
+            12
+            >>> config = kbert.BertConfig.preset("mini", hidden_dropout=0.0)
+            >>> config.num_layers, config.hidden_size, config.hidden_dropout
+            (4, 256, 0.0)
         """
         if name not in PRESETS:
             raise ConfigError(f"Unknown size preset {name!r}; choose one of: "
@@ -164,14 +161,13 @@ class BertConfig:
         Returns:
             A `BertConfig` (this one when `kwargs` holds no rate).
 
-        Example:
-
-        >>> import kbert
-        >>> kwargs = {"hidden_dropout": 0.0, "num_classes": 2}
-        >>> kbert.BertConfig.preset("tiny").with_rates_from(kwargs).hidden_dropout
-        0.0
-        >>> kwargs
-        {'num_classes': 2}
+        Examples:
+            >>> import kbert
+            >>> kwargs = {"hidden_dropout": 0.0, "num_classes": 2}
+            >>> kbert.BertConfig.preset("tiny").with_rates_from(kwargs).hidden_dropout
+            0.0
+            >>> kwargs
+            {'num_classes': 2}
         """
         rates = pop_rates(kwargs)
         return dataclasses.replace(self, **rates) if rates else self
@@ -179,11 +175,10 @@ class BertConfig:
     def to_dict(self) -> dict:
         """The fields as a dict (JSON-ready; `from_dict` reads it back).
 
-        Example:
-
-        >>> import kbert
-        >>> kbert.BertConfig.preset("tiny").to_dict()["num_heads"]
-        2
+        Examples:
+            >>> import kbert
+            >>> kbert.BertConfig.preset("tiny").to_dict()["num_heads"]
+            2
         """
         return dataclasses.asdict(self)
 
@@ -197,12 +192,11 @@ class BertConfig:
         Returns:
             A `BertConfig`.
 
-        Example:
-
-        >>> import kbert
-        >>> config = kbert.BertConfig.preset("tiny")
-        >>> kbert.BertConfig.from_dict(config.to_dict()) == config
-        True
+        Examples:
+            >>> import kbert
+            >>> config = kbert.BertConfig.preset("tiny")
+            >>> kbert.BertConfig.from_dict(config.to_dict()) == config
+            True
         """
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
@@ -225,15 +219,14 @@ class BertConfig:
             A `BertConfig`. A missing or invalid file, or a value that cannot describe a BERT
             model, raises `ConfigError`.
 
-        Example:
-
-        >>> import kbert
-        >>> config = kbert.BertConfig.from_hf_config({
-        ...     "model_type": "bert", "vocab_size": 30522, "hidden_size": 384,
-        ...     "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536,
-        ...     "hidden_act": "gelu_new"})
-        >>> config.num_layers, config.num_heads, config.hidden_act
-        (6, 12, 'gelu_tanh')
+        Examples:
+            >>> import kbert
+            >>> config = kbert.BertConfig.from_hf_config({
+            ...     "model_type": "bert", "vocab_size": 30522, "hidden_size": 384,
+            ...     "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536,
+            ...     "hidden_act": "gelu_new"})
+            >>> config.num_layers, config.num_heads, config.hidden_act
+            (6, 12, 'gelu_tanh')
         """
         values, source = _read_json(path_or_dict, "config.json")
         if values.get("model_type", "bert") != "bert":
@@ -259,14 +252,13 @@ class BertConfig:
             A `BertConfig`. A missing or invalid file, or a value that cannot describe a BERT
             model, raises `ConfigError`.
 
-        Example:
-
-        >>> import kbert
-        >>> config = kbert.BertConfig.from_google_config({
-        ...     "vocab_size": 30522, "hidden_size": 128, "num_hidden_layers": 2,
-        ...     "num_attention_heads": 2, "intermediate_size": 512, "hidden_act": "gelu"})
-        >>> config == kbert.BertConfig.preset("tiny", hidden_act="gelu_tanh")
-        True
+        Examples:
+            >>> import kbert
+            >>> config = kbert.BertConfig.from_google_config({
+            ...     "vocab_size": 30522, "hidden_size": 128, "num_hidden_layers": 2,
+            ...     "num_attention_heads": 2, "intermediate_size": 512, "hidden_act": "gelu"})
+            >>> config == kbert.BertConfig.preset("tiny", hidden_act="gelu_tanh")
+            True
         """
         values, source = _read_json(path_or_dict, "bert_config.json")
         return cls._from_common(values, _GOOGLE_ACTIVATIONS, source)
@@ -293,14 +285,13 @@ class BertConfig:
         Returns:
             A JSON-ready dict; `from_hf_config` reads it back.
 
-        Example:
-
-        >>> import kbert
-        >>> hf = kbert.BertConfig.preset("tiny").to_hf_config()
-        >>> hf["num_hidden_layers"], hf["hidden_act"]
-        (2, 'gelu')
-        >>> kbert.BertConfig.from_hf_config(hf) == kbert.BertConfig.preset("tiny")
-        True
+        Examples:
+            >>> import kbert
+            >>> hf = kbert.BertConfig.preset("tiny").to_hf_config()
+            >>> hf["num_hidden_layers"], hf["hidden_act"]
+            (2, 'gelu')
+            >>> kbert.BertConfig.from_hf_config(hf) == kbert.BertConfig.preset("tiny")
+            True
         """
         return {"architectures": ["BertModel"], "model_type": "bert",
                 **self._file_values(_HF_ACTIVATIONS), "pad_token_id": 0,
@@ -316,11 +307,10 @@ class BertConfig:
         Returns:
             A JSON-ready dict; `from_google_config` reads it back.
 
-        Example:
-
-        >>> import kbert
-        >>> kbert.BertConfig.preset("tiny").to_google_config()["hidden_act"]
-        'gelu_exact'
+        Examples:
+            >>> import kbert
+            >>> kbert.BertConfig.preset("tiny").to_google_config()["hidden_act"]
+            'gelu_exact'
         """
         values = self._file_values(_GOOGLE_ACTIVATIONS)
         del values["layer_norm_eps"]

@@ -44,11 +44,10 @@ def pop_rates(kwargs):
     Returns:
         A dict of the `hidden_dropout` and `attention_dropout` that `kwargs` held.
 
-    Example:
-
-    >>> kwargs = {"attention_dropout": 0.0, "dtype": "float32"}
-    >>> pop_rates(kwargs), kwargs
-    ({'attention_dropout': 0.0}, {'dtype': 'float32'})
+    Examples:
+        >>> kwargs = {"attention_dropout": 0.0, "dtype": "float32"}
+        >>> pop_rates(kwargs), kwargs
+        ({'attention_dropout': 0.0}, {'dtype': 'float32'})
     """
     return {name: kwargs.pop(name) for name in RATE_FIELDS if name in kwargs}
 

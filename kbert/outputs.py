@@ -8,21 +8,20 @@ A kbert output folder carries a marker file, `.kbert-output`, naming its kind. A
 is staged beside the target (`stage_path`) and swapped in only once complete (`swap_in`): until
 then the old output stays whole, and a killed replacement resumes from its own staging.
 
-Example:
-
->>> import pathlib, tempfile
->>> folder = pathlib.Path(tempfile.mkdtemp()) / "run"
->>> check_output(folder, "finetune")
-'new'
->>> mark(folder, "finetune")
->>> check_output(folder, "finetune")
-'same'
->>> (folder / "notes.txt").write_text("mine")
-4
->>> check_output(folder, "pretrain")
-Traceback (most recent call last):
-...
-kbert.outputs.OutputError: --output ... holds a kbert finetune output; pass --overwrite to replace it, or choose a new folder.
+Examples:
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp()) / "run"
+    >>> check_output(folder, "finetune")
+    'new'
+    >>> mark(folder, "finetune")
+    >>> check_output(folder, "finetune")
+    'same'
+    >>> (folder / "notes.txt").write_text("mine")
+    4
+    >>> check_output(folder, "pretrain")
+    Traceback (most recent call last):
+    ...
+    kbert.outputs.OutputError: --output ... holds a kbert finetune output; pass --overwrite to replace it, or choose a new folder.
 """
 
 import json

@@ -44,14 +44,13 @@ def setting(default=None, *, kind=None, flag=None, group=None, required=False, c
     Returns:
         A `dataclasses.Field`.
 
-    Example:
-
-    >>> import dataclasses
-    >>> @dataclasses.dataclass
-    ... class Run:
-    ...     steps: int = setting(None, group="length")
-    >>> dataclasses.fields(Run)[0].metadata["cli"]["group"]
-    'length'
+    Examples:
+        >>> import dataclasses
+        >>> @dataclasses.dataclass
+        ... class Run:
+        ...     steps: int = setting(None, group="length")
+        >>> dataclasses.fields(Run)[0].metadata["cli"]["group"]
+        'length'
     """
     cli = {"kind": kind, "flag": flag, "group": group, "required": required, "choices": choices,
            "metavar": metavar, "command_line": command_line, "negated": negated}

@@ -4,11 +4,10 @@ Parsing, `--help` and `--version` need neither kbert nor TensorFlow: `main` impo
 commands, and with them TensorFlow (its start-up notices hidden, `native_logs`), only once the
 command line has parsed.
 
-Example:
-
->>> from kbert_cli import build_parser
->>> build_parser().parse_args(["finetune", "--steps", "5"]).steps
-5
+Examples:
+    >>> from kbert_cli import build_parser
+    >>> build_parser().parse_args(["finetune", "--steps", "5"]).steps
+    5
 """
 
 import sys

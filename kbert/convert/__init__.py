@@ -31,16 +31,15 @@ def detect_format(path) -> str:
     Raises:
       CheckpointError: `path` holds no checkpoint of these formats.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> kbert.convert.detect_format(kbert.convert.save_hf(backbone, folder / "hf"))
-    'huggingface'
-    >>> kbert.convert.detect_format(kbert.convert.save_google(backbone, folder / "google"))
-    'google'
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> kbert.convert.detect_format(kbert.convert.save_hf(backbone, folder / "hf"))
+        'huggingface'
+        >>> kbert.convert.detect_format(kbert.convert.save_google(backbone, folder / "google"))
+        'google'
     """
     path = pathlib.Path(path)
     if path.is_dir():
@@ -75,15 +74,14 @@ def read_checkpoint(path, allow_pickle=False):
       canonical names (`kbert.convert.weights`), the pre-training heads included where the
       checkpoint has them.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> path = kbert.convert.save_hf(backbone, pathlib.Path(tempfile.mkdtemp()) / "hf")
-    >>> config, weights = kbert.convert.read_checkpoint(path)
-    >>> config.num_layers, weights["embeddings.word_embeddings.weight"].shape
-    (2, (30522, 128))
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> path = kbert.convert.save_hf(backbone, pathlib.Path(tempfile.mkdtemp()) / "hf")
+        >>> config, weights = kbert.convert.read_checkpoint(path)
+        >>> config.num_layers, weights["embeddings.word_embeddings.weight"].shape
+        (2, (30522, 128))
     """
     fmt = detect_format(path)
     if fmt == "google":
@@ -104,15 +102,14 @@ def read_config(path):
     Returns:
       The checkpoint's `BertConfig`.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> path = kbert.convert.save_google(backbone, pathlib.Path(tempfile.mkdtemp()) / "g")
-    >>> config = kbert.convert.read_config(path)
-    >>> config.hidden_size, config.num_layers
-    (128, 2)
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> path = kbert.convert.save_google(backbone, pathlib.Path(tempfile.mkdtemp()) / "g")
+        >>> config = kbert.convert.read_config(path)
+        >>> config.hidden_size, config.num_layers
+        (128, 2)
     """
     from kbert.config import BertConfig, ConfigError
 
@@ -141,14 +138,13 @@ def is_causal(path) -> bool:
       True for a Hugging Face checkpoint marked `is_decoder`; the Google and keras-hub formats
       have no causal BERT.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> causal = kbert.BertBackbone(kbert.BertConfig.preset("tiny"), causal=True)
-    >>> path = kbert.convert.save_hf(causal, pathlib.Path(tempfile.mkdtemp()) / "hf")
-    >>> kbert.convert.is_causal(path)
-    True
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> causal = kbert.BertBackbone(kbert.BertConfig.preset("tiny"), causal=True)
+        >>> path = kbert.convert.save_hf(causal, pathlib.Path(tempfile.mkdtemp()) / "hf")
+        >>> kbert.convert.is_causal(path)
+        True
     """
     return detect_format(path) == "huggingface" and is_decoder(path)
 
@@ -164,17 +160,16 @@ def refuse_causal(path, fmt):
     Raises:
       CheckpointError: the checkpoint is causal (`is_causal`) and `fmt` is not "huggingface".
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> causal = kbert.BertBackbone(kbert.BertConfig.preset("tiny"), causal=True)
-    >>> path = kbert.convert.save_hf(causal, pathlib.Path(tempfile.mkdtemp()) / "hf")
-    >>> kbert.convert.refuse_causal(path, "huggingface")
-    >>> kbert.convert.refuse_causal(path, "google")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    kbert.convert.weights.CheckpointError: ... is a left-to-right (is_decoder) model; ...
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> causal = kbert.BertBackbone(kbert.BertConfig.preset("tiny"), causal=True)
+        >>> path = kbert.convert.save_hf(causal, pathlib.Path(tempfile.mkdtemp()) / "hf")
+        >>> kbert.convert.refuse_causal(path, "huggingface")
+        >>> kbert.convert.refuse_causal(path, "google")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        kbert.convert.weights.CheckpointError: ... is a left-to-right (is_decoder) model; ...
     """
     if is_causal(path) and fmt != "huggingface":
         raise CheckpointError(f"{path} is a left-to-right (is_decoder) model; the {fmt} format "
@@ -200,15 +195,14 @@ def load_backbone(cls, path, allow_pickle=False, **kwargs):
     Returns:
       `cls(config, **kwargs)` with the checkpoint's config and weights.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> path = kbert.convert.save_hf(backbone, pathlib.Path(tempfile.mkdtemp()) / "hf")
-    >>> loaded = kbert.convert.load_backbone(kbert.BertBackbone, path, hidden_dropout=0.0)
-    >>> loaded.config.num_layers, loaded.config.hidden_dropout, loaded.causal
-    (2, 0.0, False)
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> path = kbert.convert.save_hf(backbone, pathlib.Path(tempfile.mkdtemp()) / "hf")
+        >>> loaded = kbert.convert.load_backbone(kbert.BertBackbone, path, hidden_dropout=0.0)
+        >>> loaded.config.num_layers, loaded.config.hidden_dropout, loaded.causal
+        (2, 0.0, False)
     """
     config, weights = read_checkpoint(path, allow_pickle=allow_pickle)
     config = config.with_rates_from(kwargs)
@@ -235,16 +229,15 @@ def load_pretraining_heads(pretrainer, path, allow_pickle=False) -> list[str]:
     Returns:
       The names of the heads loaded: "masked LM", "next sentence".
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> trained = kbert.BertPretrainer(backbone)
-    >>> path = kbert.convert.save_hf(trained, pathlib.Path(tempfile.mkdtemp()) / "hf")
-    >>> fresh = kbert.BertPretrainer(kbert.convert.load_backbone(kbert.BertBackbone, path))
-    >>> sorted(kbert.convert.load_pretraining_heads(fresh, path))
-    ['masked LM', 'next sentence']
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> trained = kbert.BertPretrainer(backbone)
+        >>> path = kbert.convert.save_hf(trained, pathlib.Path(tempfile.mkdtemp()) / "hf")
+        >>> fresh = kbert.BertPretrainer(kbert.convert.load_backbone(kbert.BertBackbone, path))
+        >>> sorted(kbert.convert.load_pretraining_heads(fresh, path))
+        ['masked LM', 'next sentence']
     """
     if detect_format(path) == "keras_hub":
         return []

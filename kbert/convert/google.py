@@ -165,15 +165,14 @@ def read_google_checkpoint(path) -> tuple[BertConfig, dict[str, np.ndarray]]:
       CheckpointError: a missing or corrupt file, or variables that do not fit the config
         (listing missing, unexpected and mis-shaped names).
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> path = kbert.convert.save_google(backbone, pathlib.Path(tempfile.mkdtemp()) / "g")
-    >>> config, weights = kbert.convert.read_google_checkpoint(path)
-    >>> config.num_layers, weights["embeddings.word_embeddings.weight"].shape
-    (2, (30522, 128))
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> path = kbert.convert.save_google(backbone, pathlib.Path(tempfile.mkdtemp()) / "g")
+        >>> config, weights = kbert.convert.read_google_checkpoint(path)
+        >>> config.num_layers, weights["embeddings.word_embeddings.weight"].shape
+        (2, (30522, 128))
     """
     directory, prefix = _resolve(path)
     config_path = os.path.join(directory, CONFIG_FILE)
@@ -245,16 +244,15 @@ def write_google_checkpoint(path, config: BertConfig, weights, vocab_file=None, 
     Returns:
       `path`, as an absolute path string.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> weights = kbert.convert.get_backbone_weights(backbone)
-    >>> path = kbert.convert.write_google_checkpoint(pathlib.Path(tempfile.mkdtemp()) / "g",
-    ...                                              backbone.config, weights, lowercase=True)
-    >>> kbert.convert.read_config(path).num_layers
-    2
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> weights = kbert.convert.get_backbone_weights(backbone)
+        >>> path = kbert.convert.write_google_checkpoint(pathlib.Path(tempfile.mkdtemp()) / "g",
+        ...                                              backbone.config, weights, lowercase=True)
+        >>> kbert.convert.read_config(path).num_layers
+        2
     """
     check_weights(weights, config, source="weights to write")
     path = os.path.abspath(os.fspath(path))

@@ -56,15 +56,14 @@ def read_hf_checkpoint(path, allow_pickle=False):
       (`BertConfig`, weights): float32 numpy arrays under kbert's canonical names, the
       pre-training heads included where the checkpoint has them.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> path = kbert.convert.save_hf(backbone, pathlib.Path(tempfile.mkdtemp()) / "hf")
-    >>> config, weights = kbert.convert.read_hf_checkpoint(path)
-    >>> config.vocab_size, weights["pooler.dense.weight"].shape
-    (30522, (128, 128))
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> path = kbert.convert.save_hf(backbone, pathlib.Path(tempfile.mkdtemp()) / "hf")
+        >>> config, weights = kbert.convert.read_hf_checkpoint(path)
+        >>> config.vocab_size, weights["pooler.dense.weight"].shape
+        (30522, (128, 128))
     """
     path = pathlib.Path(path)
     if not (path / "config.json").is_file():
@@ -287,16 +286,15 @@ def write_hf_checkpoint(path, config: BertConfig, weights: dict, vocab_file=None
     Returns:
       `path`, as a `pathlib.Path`.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> weights = kbert.convert.get_backbone_weights(backbone)
-    >>> path = kbert.convert.write_hf_checkpoint(pathlib.Path(tempfile.mkdtemp()) / "hf",
-    ...                                          backbone.config, weights)
-    >>> sorted(p.name for p in path.iterdir())
-    ['config.json', 'model.safetensors']
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> weights = kbert.convert.get_backbone_weights(backbone)
+        >>> path = kbert.convert.write_hf_checkpoint(pathlib.Path(tempfile.mkdtemp()) / "hf",
+        ...                                          backbone.config, weights)
+        >>> sorted(p.name for p in path.iterdir())
+        ['config.json', 'model.safetensors']
     """
     check_weights(weights, config, source="the weights to write")
     if vocab_file is not None:

@@ -120,13 +120,12 @@ def get_backbone_weights(backbone) -> dict:
       {canonical name: numpy array}, with Hugging Face `BertModel`'s names
       ("embeddings.word_embeddings.weight", ...).
 
-    Example:
-
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> weights = kbert.convert.get_backbone_weights(backbone)
-    >>> weights["encoder.layer.0.attention.self.query.weight"].shape
-    (128, 128)
+    Examples:
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> weights = kbert.convert.get_backbone_weights(backbone)
+        >>> weights["encoder.layer.0.attention.self.query.weight"].shape
+        (128, 128)
     """
     return read_slots(backbone_slots(backbone))
 
@@ -143,15 +142,14 @@ def set_backbone_weights(backbone, weights, source="weights") -> None:
     Raises:
       CheckpointError: missing, unexpected or mis-shaped weights.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import kbert
-    >>> config = kbert.BertConfig.preset("tiny")
-    >>> first, second = kbert.BertBackbone(config), kbert.BertBackbone(config)
-    >>> kbert.convert.set_backbone_weights(second, kbert.convert.get_backbone_weights(first))
-    >>> all(np.array_equal(a, b) for a, b in zip(first.get_weights(), second.get_weights()))
-    True
+    Examples:
+        >>> import numpy as np
+        >>> import kbert
+        >>> config = kbert.BertConfig.preset("tiny")
+        >>> first, second = kbert.BertBackbone(config), kbert.BertBackbone(config)
+        >>> kbert.convert.set_backbone_weights(second, kbert.convert.get_backbone_weights(first))
+        >>> all(np.array_equal(a, b) for a, b in zip(first.get_weights(), second.get_weights()))
+        True
     """
     body = {n: w for n, w in weights.items() if not n.startswith("cls.")}
     check_weights(body, backbone.config, heads=False, source=source)

@@ -33,21 +33,20 @@ def save_hf(model, path, vocab_file=None, overwrite=False, tokenizer=None, label
     Returns:
       `path`, as a `pathlib.Path`.
 
-    Example:
-
-    >>> import json, pathlib, tempfile
-    >>> import kbert
-    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "bad", "film"]
-    >>> config = kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary))
-    >>> classifier = kbert.BertClassifier(kbert.BertBackbone(config), num_classes=2)
-    >>> path = kbert.convert.save_hf(classifier, pathlib.Path(tempfile.mkdtemp()) / "hf",
-    ...                              tokenizer=kbert.BertTokenizer(vocabulary),
-    ...                              label_names=["negative", "positive"])
-    >>> sorted(p.name for p in path.iterdir())
-    ['config.json', 'model.safetensors', 'tokenizer_config.json', 'vocab.txt']
-    >>> hf_config = json.loads((path / "config.json").read_text())
-    >>> hf_config["architectures"], hf_config["id2label"]
-    (['BertForSequenceClassification'], {'0': 'negative', '1': 'positive'})
+    Examples:
+        >>> import json, pathlib, tempfile
+        >>> import kbert
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "bad", "film"]
+        >>> config = kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary))
+        >>> classifier = kbert.BertClassifier(kbert.BertBackbone(config), num_classes=2)
+        >>> path = kbert.convert.save_hf(classifier, pathlib.Path(tempfile.mkdtemp()) / "hf",
+        ...                              tokenizer=kbert.BertTokenizer(vocabulary),
+        ...                              label_names=["negative", "positive"])
+        >>> sorted(p.name for p in path.iterdir())
+        ['config.json', 'model.safetensors', 'tokenizer_config.json', 'vocab.txt']
+        >>> hf_config = json.loads((path / "config.json").read_text())
+        >>> hf_config["architectures"], hf_config["id2label"]
+        (['BertForSequenceClassification'], {'0': 'negative', '1': 'positive'})
     """
     causal = _is_causal_model(model)
     head = task_head(model, label_names)
@@ -81,14 +80,13 @@ def save_google(model, path, vocab_file=None, overwrite=False, tokenizer=None):
     Returns:
       `path`, as an absolute path string.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> path = kbert.convert.save_google(backbone, pathlib.Path(tempfile.mkdtemp()) / "g")
-    >>> sorted(p.name for p in pathlib.Path(path).iterdir())
-    ['bert_config.json', 'bert_model.ckpt.data-00000-of-00001', 'bert_model.ckpt.index']
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> path = kbert.convert.save_google(backbone, pathlib.Path(tempfile.mkdtemp()) / "g")
+        >>> sorted(p.name for p in pathlib.Path(path).iterdir())
+        ['bert_config.json', 'bert_model.ckpt.data-00000-of-00001', 'bert_model.ckpt.index']
     """
     if _is_causal_model(model):
         raise ValueError("A causal (left-to-right) model has no original Google form: Google's "
@@ -130,15 +128,14 @@ def save_keras_hub(model, path, tokenizer=None, sequence_length=None, overwrite=
     Returns:
       `path`.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> path = kbert.convert.save_keras_hub(backbone, pathlib.Path(tempfile.mkdtemp()) / "kh",
-    ...                                     allow_approximation=True)
-    >>> kbert.convert.detect_format(path)
-    'keras_hub'
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> path = kbert.convert.save_keras_hub(backbone, pathlib.Path(tempfile.mkdtemp()) / "kh",
+        ...                                     allow_approximation=True)
+        >>> kbert.convert.detect_format(path)
+        'keras_hub'
     """
     from kbert.convert.keras_hub import write_keras_hub_preset
     from kbert.convert.keras_hub_classifier import ClassifierHead

@@ -33,10 +33,9 @@ class CheckpointHeads:
         keras_hub: keras-hub's task class holding the same head, or None.
         labelled: whether the head has `num_classes` outputs with label names.
 
-    Example:
-
-    >>> CheckpointHeads("classifier", "BertForSequenceClassification").pooler
-    True
+    Examples:
+        >>> CheckpointHeads("classifier", "BertForSequenceClassification").pooler
+        True
     """
 
     layer: str

@@ -50,14 +50,13 @@ def existing_versions(base_dir):
       The ints of the all-digit folder names that hold a saved_model.pb (a digit-named folder
       of other files is no SavedModel); [] for a missing folder.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> base = pathlib.Path(tempfile.mkdtemp())
-    >>> (base / "3").mkdir()
-    >>> kbert.export.existing_versions(base), kbert.export.next_version(base)
-    ([], 4)
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> base = pathlib.Path(tempfile.mkdtemp())
+        >>> (base / "3").mkdir()
+        >>> kbert.export.existing_versions(base), kbert.export.next_version(base)
+        ([], 4)
     """
     base = pathlib.Path(base_dir)
     if not base.is_dir():
@@ -135,20 +134,19 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
     Returns:
       The `pathlib.Path` of the version folder, `export_dir/<version>`.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "bad", "film"]
-    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary),
-    ...                                       sequence_length=16)
-    >>> config = kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary))
-    >>> classifier = kbert.BertClassifier(kbert.BertBackbone(config), num_classes=2)
-    >>> base = pathlib.Path(tempfile.mkdtemp()) / "sentiment"
-    >>> path = kbert.export_saved_model(classifier, base, preprocessor=preprocessor,
-    ...                                 label_names=["negative", "positive"])
-    >>> path.name, (path / "saved_model.pb").is_file(), (path / "assets/vocab.txt").is_file()
-    ('1', True, True)
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "bad", "film"]
+        >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary),
+        ...                                       sequence_length=16)
+        >>> config = kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary))
+        >>> classifier = kbert.BertClassifier(kbert.BertBackbone(config), num_classes=2)
+        >>> base = pathlib.Path(tempfile.mkdtemp()) / "sentiment"
+        >>> path = kbert.export_saved_model(classifier, base, preprocessor=preprocessor,
+        ...                                 label_names=["negative", "positive"])
+        >>> path.name, (path / "saved_model.pb").is_file(), (path / "assets/vocab.txt").is_file()
+        ('1', True, True)
     """
     base = pathlib.Path(os.path.abspath(os.fspath(export_dir)))
     if preprocessor is None:

@@ -12,14 +12,13 @@ class BertEmbeddings(keras.layers.Layer):
 
     The token table is `token_embedding.embeddings`; the MLM decoder reuses it (weight tying).
 
-    Example:
-
-    >>> import keras
-    >>> from kbert.layers import BertEmbeddings
-    >>> emb = BertEmbeddings(vocab_size=100, hidden_size=32)
-    >>> ids = keras.ops.ones((2, 5), "int32")
-    >>> tuple(emb(ids, keras.ops.zeros((2, 5), "int32")).shape)
-    (2, 5, 32)
+    Examples:
+        >>> import keras
+        >>> from kbert.layers import BertEmbeddings
+        >>> emb = BertEmbeddings(vocab_size=100, hidden_size=32)
+        >>> ids = keras.ops.ones((2, 5), "int32")
+        >>> tuple(emb(ids, keras.ops.zeros((2, 5), "int32")).shape)
+        (2, 5, 32)
     """
 
     def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2,

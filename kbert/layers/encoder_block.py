@@ -53,13 +53,12 @@ class TransformerEncoderBlock(keras.layers.Layer):
     that reads both projects keys and values once. It takes a padding bias ([batch, 1, 1,
     key]), not a causal one, and not `return_attention`.
 
-    Example:
-
-    >>> import keras
-    >>> from kbert.layers import TransformerEncoderBlock
-    >>> block = TransformerEncoderBlock(num_heads=4, intermediate_size=64)
-    >>> tuple(block(keras.ops.zeros((2, 7, 16))).shape)
-    (2, 7, 16)
+    Examples:
+        >>> import keras
+        >>> from kbert.layers import TransformerEncoderBlock
+        >>> block = TransformerEncoderBlock(num_heads=4, intermediate_size=64)
+        >>> tuple(block(keras.ops.zeros((2, 7, 16))).shape)
+        (2, 7, 16)
     """
 
     def __init__(self, num_heads, intermediate_size, activation="gelu", dropout=0.1,

@@ -24,16 +24,15 @@ def check_model_kwargs(cls, kwargs):
     Returns:
         The `frozen_layers` names (`kbert.models.frozen_layers`), or an empty tuple.
 
-    Example:
-
-    >>> import kbert
-    >>> from kbert.models.backbone import check_model_kwargs
-    >>> check_model_kwargs(kbert.BertBackbone, {"name": "encoder"})
-    ()
-    >>> check_model_kwargs(kbert.BertBackbone, {"dropout": 0.0})  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    TypeError: BertBackbone got unexpected keyword argument(s) dropout. The encoder's dropout...
+    Examples:
+        >>> import kbert
+        >>> from kbert.models.backbone import check_model_kwargs
+        >>> check_model_kwargs(kbert.BertBackbone, {"name": "encoder"})
+        ()
+        >>> check_model_kwargs(kbert.BertBackbone, {"dropout": 0.0})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        TypeError: BertBackbone got unexpected keyword argument(s) dropout. The encoder's dropout...
     """
     unknown = sorted(set(kwargs) - {"name", "trainable", "frozen_layers"})
     if unknown:
@@ -89,24 +88,23 @@ class BertBackbone(keras.Model):
         and every block's output (num_layers + 1 tensors [batch, seq, hidden]); with
         `output_attentions`, `attention_probs`: one [batch, heads, seq, seq] per block.
 
-    Example:
+    Examples:
+        >>> import numpy as np
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> ids = np.array([[101, 7592, 2088, 102, 0, 0]])  # [CLS] hello world [SEP], padding
+        >>> inputs = {"token_ids": ids, "segment_ids": np.zeros_like(ids),
+        ...           "padding_mask": (ids > 0).astype("int32")}
+        >>> outputs = backbone(inputs)
+        >>> tuple(outputs["sequence_output"].shape), tuple(outputs["pooled_output"].shape)
+        ((1, 6, 128), (1, 128))
 
-    >>> import numpy as np
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> ids = np.array([[101, 7592, 2088, 102, 0, 0]])  # [CLS] hello world [SEP], padding
-    >>> inputs = {"token_ids": ids, "segment_ids": np.zeros_like(ids),
-    ...           "padding_mask": (ids > 0).astype("int32")}
-    >>> outputs = backbone(inputs)
-    >>> tuple(outputs["sequence_output"].shape), tuple(outputs["pooled_output"].shape)
-    ((1, 6, 128), (1, 128))
+        Every layer's output:
 
-    Every layer's output:
-
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"),
-    ...                               output_hidden_states=True)
-    >>> len(backbone(inputs)["hidden_states"])
-    3
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"),
+        ...                               output_hidden_states=True)
+        >>> len(backbone(inputs)["hidden_states"])
+        3
     """
 
     serving_kind = "backbone"
@@ -220,16 +218,15 @@ class BertBackbone(keras.Model):
         Returns:
             The output dict as numpy arrays.
 
-        Example:
-
-        >>> import numpy as np
-        >>> import kbert
-        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-        >>> ids = np.array([[101, 7592, 102], [101, 2088, 102]])
-        >>> outputs = backbone.predict({"token_ids": ids, "segment_ids": 0 * ids,
-        ...                             "padding_mask": np.ones_like(ids)}, verbose=0)
-        >>> outputs["pooled_output"].shape
-        (2, 128)
+        Examples:
+            >>> import numpy as np
+            >>> import kbert
+            >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+            >>> ids = np.array([[101, 7592, 102], [101, 2088, 102]])
+            >>> outputs = backbone.predict({"token_ids": ids, "segment_ids": 0 * ids,
+            ...                             "padding_mask": np.ones_like(ids)}, verbose=0)
+            >>> outputs["pooled_output"].shape
+            (2, 128)
         """
         if isinstance(x, dict):
             check_packed_inputs(model_limits(self), x)
@@ -293,17 +290,16 @@ class BertBackbone(keras.Model):
         Returns:
             A `BertBackbone` (or an instance of the subclass it is called on).
 
-        Example:
-
-        >>> import kbert
-        >>> backbone = kbert.BertBackbone.from_pretrained("minilm_l6_h384_uncased")
-        >>> backbone.config.num_layers, backbone.config.hidden_size
-        (6, 384)
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=16)
-        >>> outputs = backbone(preprocessor(["The quick brown fox.", "Hello world!"]))
-        >>> tuple(outputs["sequence_output"].shape)
-        (2, 16, 384)
+        Examples:
+            >>> import kbert
+            >>> backbone = kbert.BertBackbone.from_pretrained("minilm_l6_h384_uncased")
+            >>> backbone.config.num_layers, backbone.config.hidden_size
+            (6, 384)
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=16)
+            >>> outputs = backbone(preprocessor(["The quick brown fox.", "Hello world!"]))
+            >>> tuple(outputs["sequence_output"].shape)
+            (2, 16, 384)
         """
         return presets.load_backbone(path_or_preset, cls=cls, allow_pickle=allow_pickle,
                                      require_weights=True, **kwargs)

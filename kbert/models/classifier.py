@@ -22,12 +22,11 @@ def classification_defaults(loss=None, metrics=None):
     Returns:
         `(loss, metrics)`.
 
-    Example:
-
-    >>> from kbert.models.classifier import classification_defaults
-    >>> loss, metrics = classification_defaults()
-    >>> type(loss).__name__, [m.name for m in metrics]
-    ('SparseCategoricalCrossentropy', ['accuracy'])
+    Examples:
+        >>> from kbert.models.classifier import classification_defaults
+        >>> loss, metrics = classification_defaults()
+        >>> type(loss).__name__, [m.name for m in metrics]
+        ('SparseCategoricalCrossentropy', ['accuracy'])
     """
     if loss is None:
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -84,25 +83,24 @@ class BertClassifier(BertSentenceTask):
     Returns:
         The logits [batch, num_classes] (with `num_classes=1`, the scores [batch, 1]).
 
-    Example:
+    Examples:
+        >>> import numpy as np
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> model = kbert.BertClassifier(backbone, num_classes=3)
+        >>> ids = np.array([[101, 7592, 102, 2088, 102]])  # [CLS] hello [SEP] world [SEP]
+        >>> logits = model({"token_ids": ids, "segment_ids": np.array([[0, 0, 0, 1, 1]]),
+        ...                 "padding_mask": np.ones_like(ids)})
+        >>> tuple(logits.shape)
+        (1, 3)
 
-    >>> import numpy as np
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> model = kbert.BertClassifier(backbone, num_classes=3)
-    >>> ids = np.array([[101, 7592, 102, 2088, 102]])  # [CLS] hello [SEP] world [SEP]
-    >>> logits = model({"token_ids": ids, "segment_ids": np.array([[0, 0, 0, 1, 1]]),
-    ...                 "padding_mask": np.ones_like(ids)})
-    >>> tuple(logits.shape)
-    (1, 3)
+        Raw text, with a preprocessor:
 
-    Raw text, with a preprocessor:
-
-    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-    >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=16)
-    >>> model = kbert.BertClassifier(backbone, num_classes=2, preprocessor=preprocessor)
-    >>> model.predict((["A man plays a guitar."], ["Someone makes music."]), verbose=0).shape
-    (1, 2)
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=16)
+        >>> model = kbert.BertClassifier(backbone, num_classes=2, preprocessor=preprocessor)
+        >>> model.predict((["A man plays a guitar."], ["Someone makes music."]), verbose=0).shape
+        (1, 2)
     """
 
     serving_kind = "classifier"

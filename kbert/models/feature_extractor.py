@@ -45,19 +45,18 @@ class BertFeatureExtractor(BertTask):
         The features, float [batch, seq, feature_size]. Padding positions hold values too:
         mask them with `padding_mask`.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> extractor = kbert.BertFeatureExtractor(backbone, layers=(-2, -1))
-    >>> ids = np.array([[101, 7592, 2088, 102]])  # [CLS] hello world [SEP]
-    >>> features = extractor({"token_ids": ids, "segment_ids": np.zeros_like(ids),
-    ...                       "padding_mask": np.ones_like(ids)})
-    >>> tuple(features.shape), extractor.feature_size
-    ((1, 4, 256), 256)
-    >>> extractor.trainable, len(extractor.trainable_weights)
-    (False, 0)
+    Examples:
+        >>> import numpy as np
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> extractor = kbert.BertFeatureExtractor(backbone, layers=(-2, -1))
+        >>> ids = np.array([[101, 7592, 2088, 102]])  # [CLS] hello world [SEP]
+        >>> features = extractor({"token_ids": ids, "segment_ids": np.zeros_like(ids),
+        ...                       "padding_mask": np.ones_like(ids)})
+        >>> tuple(features.shape), extractor.feature_size
+        ((1, 4, 256), 256)
+        >>> extractor.trainable, len(extractor.trainable_weights)
+        (False, 0)
     """
 
     serving_kind = "feature_extractor"
@@ -139,12 +138,11 @@ class PaddingToMask(keras.layers.Layer):
     Returns:
         bool [batch, seq].
 
-    Example:
-
-    >>> import numpy as np
-    >>> from kbert.models.feature_extractor import PaddingToMask
-    >>> PaddingToMask()(np.array([[1, 1, 0]])).numpy().tolist()
-    [[True, True, False]]
+    Examples:
+        >>> import numpy as np
+        >>> from kbert.models.feature_extractor import PaddingToMask
+        >>> PaddingToMask()(np.array([[1, 1, 0]])).numpy().tolist()
+        [[True, True, False]]
     """
 
     def call(self, padding_mask):
@@ -182,20 +180,19 @@ class BertFeatureClassifier(BertSentenceTask):
     Returns:
         The logits [batch, num_classes].
 
-    Example:
-
-    >>> import numpy as np
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> model = kbert.BertFeatureClassifier(backbone, num_classes=2, layers=(-2, -1),
-    ...                                     lstm_units=8)  # tiny has 3 hidden states
-    >>> ids = np.array([[101, 7592, 2088, 102]])
-    >>> logits = model({"token_ids": ids, "segment_ids": np.zeros_like(ids),
-    ...                 "padding_mask": np.ones_like(ids)})
-    >>> tuple(logits.shape)
-    (1, 2)
-    >>> len(model.trainable_weights)  # the BiLSTM's 2 x 3 and the dense layer's 2
-    8
+    Examples:
+        >>> import numpy as np
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> model = kbert.BertFeatureClassifier(backbone, num_classes=2, layers=(-2, -1),
+        ...                                     lstm_units=8)  # tiny has 3 hidden states
+        >>> ids = np.array([[101, 7592, 2088, 102]])
+        >>> logits = model({"token_ids": ids, "segment_ids": np.zeros_like(ids),
+        ...                 "padding_mask": np.ones_like(ids)})
+        >>> tuple(logits.shape)
+        (1, 2)
+        >>> len(model.trainable_weights)  # the BiLSTM's 2 x 3 and the dense layer's 2
+        8
     """
 
     serving_kind = "classifier"

@@ -17,12 +17,11 @@ from kbert.text.preprocessor import BertPreprocessor
 class FoldChoices(keras.layers.Layer):
     """Folds [batch, choices, seq] into [batch * choices, seq], so each choice is one BERT input.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from kbert.models.multiple_choice import FoldChoices
-    >>> tuple(FoldChoices()(np.zeros((2, 4, 16), "int32")).shape)
-    (8, 16)
+    Examples:
+        >>> import numpy as np
+        >>> from kbert.models.multiple_choice import FoldChoices
+        >>> tuple(FoldChoices()(np.zeros((2, 4, 16), "int32")).shape)
+        (8, 16)
     """
 
     def call(self, x):
@@ -40,12 +39,11 @@ class UnfoldChoices(keras.layers.Layer):
     Args:
         num_choices: int. The choices of each question.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from kbert.models.multiple_choice import UnfoldChoices
-    >>> UnfoldChoices(2)(np.array([[0.5], [1.5], [2.0], [-1.0]])).numpy().tolist()
-    [[0.5, 1.5], [2.0, -1.0]]
+    Examples:
+        >>> import numpy as np
+        >>> from kbert.models.multiple_choice import UnfoldChoices
+        >>> UnfoldChoices(2)(np.array([[0.5], [1.5], [2.0], [-1.0]])).numpy().tolist()
+        [[0.5, 1.5], [2.0, -1.0]]
     """
 
     def __init__(self, num_choices, **kwargs):
@@ -88,25 +86,24 @@ class BertMultipleChoice(BertTask):
     Returns:
         The logits [batch, num_choices].
 
-    Example:
+    Examples:
+        >>> import numpy as np
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> model = kbert.BertMultipleChoice(backbone, num_choices=2)
+        >>> ids = np.array([[[101, 7592, 102, 2088, 102], [101, 7592, 102, 2154, 102]]])
+        >>> logits = model({"token_ids": ids, "segment_ids": np.array([[[0, 0, 0, 1, 1]] * 2]),
+        ...                 "padding_mask": np.ones_like(ids)})
+        >>> tuple(logits.shape)
+        (1, 2)
 
-    >>> import numpy as np
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> model = kbert.BertMultipleChoice(backbone, num_choices=2)
-    >>> ids = np.array([[[101, 7592, 102, 2088, 102], [101, 7592, 102, 2154, 102]]])
-    >>> logits = model({"token_ids": ids, "segment_ids": np.array([[[0, 0, 0, 1, 1]] * 2]),
-    ...                 "padding_mask": np.ones_like(ids)})
-    >>> tuple(logits.shape)
-    (1, 2)
+        Raw text, with a preprocessor:
 
-    Raw text, with a preprocessor:
-
-    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-    >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=16)
-    >>> model = kbert.BertMultipleChoice(backbone, num_choices=2, preprocessor=preprocessor)
-    >>> model.predict((["The sky is"], [["blue.", "loud."]]), verbose=0).shape
-    (1, 2)
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=16)
+        >>> model = kbert.BertMultipleChoice(backbone, num_choices=2, preprocessor=preprocessor)
+        >>> model.predict((["The sky is"], [["blue.", "loud."]]), verbose=0).shape
+        (1, 2)
     """
 
     serving_kind = "multiple_choice"

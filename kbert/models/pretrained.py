@@ -35,11 +35,10 @@ def load_backbone_and_tokenizer(name, dtype=None, vocabulary=None, allow_pickle=
     Returns:
         (backbone, tokenizer).
 
-    Example:
-
-    >>> backbone, tokenizer = load_backbone_and_tokenizer("tiny")
-    >>> backbone.config.num_layers, tokenizer.vocabulary_size()
-    (2, 30522)
+    Examples:
+        >>> backbone, tokenizer = load_backbone_and_tokenizer("tiny")
+        >>> backbone.config.num_layers, tokenizer.vocabulary_size()
+        (2, 30522)
     """
     preset = presets.resolve_preset(name)
     if vocabulary is None:

@@ -43,17 +43,16 @@ class BertPretrainer(BertTask):
         A dict: `mlm`, logits [batch, predictions, vocab_size], and with `use_nsp`, `nsp`,
         logits [batch, 2] (class 0 = IsNext, 1 = NotNext, as in Google's data).
 
-    Example:
-
-    >>> import numpy as np
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> model = kbert.BertPretrainer(backbone)
-    >>> ids = np.array([[101, 7592, 103, 102]])  # [CLS] hello [MASK] [SEP]
-    >>> outputs = model({"token_ids": ids, "segment_ids": np.zeros_like(ids),
-    ...                  "padding_mask": np.ones_like(ids), "masked_positions": np.array([[2]])})
-    >>> tuple(outputs["mlm"].shape), tuple(outputs["nsp"].shape)
-    ((1, 1, 30522), (1, 2))
+    Examples:
+        >>> import numpy as np
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> model = kbert.BertPretrainer(backbone)
+        >>> ids = np.array([[101, 7592, 103, 102]])  # [CLS] hello [MASK] [SEP]
+        >>> outputs = model({"token_ids": ids, "segment_ids": np.zeros_like(ids),
+        ...                  "padding_mask": np.ones_like(ids), "masked_positions": np.array([[2]])})
+        >>> tuple(outputs["mlm"].shape), tuple(outputs["nsp"].shape)
+        ((1, 1, 30522), (1, 2))
 
     The masked LM alone on raw text:
 

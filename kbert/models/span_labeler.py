@@ -21,13 +21,12 @@ class MaskedSpanLogits(keras.layers.Layer):
     Returns:
         `(start_logits, end_logits)`, each [batch, seq], padding positions at `MASKED_LOGIT`.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from kbert.models.span_labeler import MaskedSpanLogits
-    >>> start, end = MaskedSpanLogits()(np.ones((1, 3, 2), "float32"), np.array([[1, 1, 0]]))
-    >>> start.numpy().tolist()
-    [[1.0, 1.0, -10000.0]]
+    Examples:
+        >>> import numpy as np
+        >>> from kbert.models.span_labeler import MaskedSpanLogits
+        >>> start, end = MaskedSpanLogits()(np.ones((1, 3, 2), "float32"), np.array([[1, 1, 0]]))
+        >>> start.numpy().tolist()
+        [[1.0, 1.0, -10000.0]]
     """
 
     def call(self, logits, padding_mask):
@@ -74,22 +73,21 @@ class BertSpanLabeler(BertTask):
         A dict: `start_logits` and `end_logits`, float [batch, seq], padding positions at
         -1e4. `kbert.text.span_decoding.decode_spans` turns them into answer text.
 
-    Example:
-
-    >>> import kbert
-    >>> from kbert.config import INPUT_KEYS
-    >>> from kbert.text.span_decoding import decode_spans
-    >>> model = kbert.BertSpanLabeler(kbert.BertBackbone(kbert.BertConfig.preset("tiny")))
-    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-    >>> preprocessor = kbert.BertSpanPreprocessor(tokenizer, sequence_length=32)
-    >>> questions, contexts = ["Who wrote the notes?"], ["The notes were written by Ada."]
-    >>> windows = preprocessor((questions, contexts))
-    >>> logits = model({key: windows[key] for key in INPUT_KEYS})
-    >>> tuple(logits["start_logits"].shape), float(logits["start_logits"][0, -1])
-    ((1, 32), -10000.0)
-    >>> answers = decode_spans(logits["start_logits"], logits["end_logits"], windows, contexts)
-    >>> sorted(answers)
-    ['answer', 'end_char', 'null_score_diff', 'score', 'start_char']
+    Examples:
+        >>> import kbert
+        >>> from kbert.config import INPUT_KEYS
+        >>> from kbert.text.span_decoding import decode_spans
+        >>> model = kbert.BertSpanLabeler(kbert.BertBackbone(kbert.BertConfig.preset("tiny")))
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertSpanPreprocessor(tokenizer, sequence_length=32)
+        >>> questions, contexts = ["Who wrote the notes?"], ["The notes were written by Ada."]
+        >>> windows = preprocessor((questions, contexts))
+        >>> logits = model({key: windows[key] for key in INPUT_KEYS})
+        >>> tuple(logits["start_logits"].shape), float(logits["start_logits"][0, -1])
+        ((1, 32), -10000.0)
+        >>> answers = decode_spans(logits["start_logits"], logits["end_logits"], windows, contexts)
+        >>> sorted(answers)
+        ['answer', 'end_char', 'null_score_diff', 'score', 'start_char']
     """
 
     serving_kind = "span_labeler"

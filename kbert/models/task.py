@@ -47,19 +47,18 @@ class BertTask(keras.Model):
             vocabulary larger than its embedding, raises `ValueError`.
         **kwargs: `name`, `trainable` and `frozen_layers`, as for `BertBackbone`.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import kbert
-    >>> model = kbert.BertClassifier.from_pretrained("tiny", num_classes=2, sequence_length=16)
-    >>> type(model.preprocessor).__name__
-    'BertPreprocessor'
-    >>> model.compile()
-    >>> history = model.fit(["a great movie", "a dull movie"], np.array([1, 0]), verbose=0)
-    >>> sorted(history.history)
-    ['accuracy', 'loss']
-    >>> model.predict(["a fine movie"], verbose=0).shape
-    (1, 2)
+    Examples:
+        >>> import numpy as np
+        >>> import kbert
+        >>> model = kbert.BertClassifier.from_pretrained("tiny", num_classes=2, sequence_length=16)
+        >>> type(model.preprocessor).__name__
+        'BertPreprocessor'
+        >>> model.compile()
+        >>> history = model.fit(["a great movie", "a dull movie"], np.array([1, 0]), verbose=0)
+        >>> sorted(history.history)
+        ['accuracy', 'loss']
+        >>> model.predict(["a fine movie"], verbose=0).shape
+        (1, 2)
     """
 
     backbone_cls = BertBackbone
@@ -220,14 +219,13 @@ class BertTask(keras.Model):
         Returns:
             An instance of the class it is called on.
 
-        Example:
-
-        >>> import kbert
-        >>> model = kbert.BertClassifier.from_pretrained("minilm_l6_h384_uncased", num_classes=2)
-        >>> model.backbone.config.num_layers, model.preprocessor.sequence_length
-        (6, 128)
-        >>> model.predict(["a great movie", "a dull movie"], verbose=0).shape
-        (2, 2)
+        Examples:
+            >>> import kbert
+            >>> model = kbert.BertClassifier.from_pretrained("minilm_l6_h384_uncased", num_classes=2)
+            >>> model.backbone.config.num_layers, model.preprocessor.sequence_length
+            (6, 128)
+            >>> model.predict(["a great movie", "a dull movie"], verbose=0).shape
+            (2, 2)
         """
         return pretrained.task_from_pretrained(cls, name_or_dir, **kwargs)
 

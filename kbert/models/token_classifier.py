@@ -51,33 +51,32 @@ class BertTokenClassifier(BertTask):
     Returns:
         The logits [batch, seq, num_classes].
 
-    Example:
+    Examples:
+        >>> import numpy as np
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> model = kbert.BertTokenClassifier(backbone, label_names=["O", "B-PER", "I-PER"])
+        >>> ids = np.array([[101, 7592, 2088, 102]])  # [CLS] hello world [SEP]
+        >>> inputs = {"token_ids": ids, "segment_ids": np.zeros_like(ids),
+        ...           "padding_mask": np.ones_like(ids)}
+        >>> model.num_classes, tuple(model(inputs).shape)
+        (3, (1, 4, 3))
 
-    >>> import numpy as np
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> model = kbert.BertTokenClassifier(backbone, label_names=["O", "B-PER", "I-PER"])
-    >>> ids = np.array([[101, 7592, 2088, 102]])  # [CLS] hello world [SEP]
-    >>> inputs = {"token_ids": ids, "segment_ids": np.zeros_like(ids),
-    ...           "padding_mask": np.ones_like(ids)}
-    >>> model.num_classes, tuple(model(inputs).shape)
-    (3, (1, 4, 3))
+        Feature-based, on the last two layers:
 
-    Feature-based, on the last two layers:
+        >>> model = kbert.BertTokenClassifier(backbone, num_classes=3, feature_layers=(-2, -1),
+        ...                                   lstm_units=8)
+        >>> model.is_feature_based, tuple(model(inputs).shape)
+        (True, (1, 4, 3))
 
-    >>> model = kbert.BertTokenClassifier(backbone, num_classes=3, feature_layers=(-2, -1),
-    ...                                   lstm_units=8)
-    >>> model.is_feature_based, tuple(model(inputs).shape)
-    (True, (1, 4, 3))
+        Words, with a preprocessor:
 
-    Words, with a preprocessor:
-
-    >>> model = kbert.BertTokenClassifier.from_pretrained(
-    ...     "tiny", label_names=["O", "B-PER", "I-PER"], sequence_length=16)
-    >>> type(model.preprocessor).__name__
-    'BertTokenPreprocessor'
-    >>> model.predict([["Ada", "Lovelace", "wrote", "it"]], verbose=0).shape
-    (1, 16, 3)
+        >>> model = kbert.BertTokenClassifier.from_pretrained(
+        ...     "tiny", label_names=["O", "B-PER", "I-PER"], sequence_length=16)
+        >>> type(model.preprocessor).__name__
+        'BertTokenPreprocessor'
+        >>> model.predict([["Ada", "Lovelace", "wrote", "it"]], verbose=0).shape
+        (1, 16, 3)
     """
 
     serving_kind = "token_classifier"

@@ -32,26 +32,25 @@ def fill_mask(model, texts, top_k=5, marker="[MASK]", batch_size=32, tokenizer=N
       probability), likeliest first; and "filled", the text with each blank replaced by its
       likeliest piece. A blank past the sequence length is refused.
 
-    Example:
+    Examples:
+        A tiny model with random weights (its pieces are arbitrary; a pre-trained one, such as
+        `kbert.BertPretrainer.from_pretrained(checkpoint_dir)`, answers sensibly):
 
-    A tiny model with random weights (its pieces are arbitrary; a pre-trained one, such as
-    `kbert.BertPretrainer.from_pretrained(checkpoint_dir)`, answers sensibly):
-
-    >>> import kbert
-    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> preprocessor = kbert.BertMaskedLMPreprocessor(tokenizer, sequence_length=32)
-    >>> model = kbert.BertPretrainer(backbone, use_nsp=False, preprocessor=preprocessor)
-    >>> answer = kbert.fill_mask(model, "Paris is the [MASK] of France.", top_k=3)
-    >>> sorted(answer), len(answer["blanks"]), len(answer["blanks"][0])
-    (['blanks', 'filled'], 1, 3)
-    >>> sorted(answer["blanks"][0][0])
-    ['id', 'score', 'token']
-    >>> answer["filled"].startswith("Paris is the ")
-    True
-    >>> answers = kbert.fill_mask(model, ["A [MASK] day.", "[MASK] and [MASK]."], top_k=2)
-    >>> [len(a["blanks"]) for a in answers]
-    [1, 2]
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> preprocessor = kbert.BertMaskedLMPreprocessor(tokenizer, sequence_length=32)
+        >>> model = kbert.BertPretrainer(backbone, use_nsp=False, preprocessor=preprocessor)
+        >>> answer = kbert.fill_mask(model, "Paris is the [MASK] of France.", top_k=3)
+        >>> sorted(answer), len(answer["blanks"]), len(answer["blanks"][0])
+        (['blanks', 'filled'], 1, 3)
+        >>> sorted(answer["blanks"][0][0])
+        ['id', 'score', 'token']
+        >>> answer["filled"].startswith("Paris is the ")
+        True
+        >>> answers = kbert.fill_mask(model, ["A [MASK] day.", "[MASK] and [MASK]."], top_k=2)
+        >>> [len(a["blanks"]) for a in answers]
+        [1, 2]
     """
     from kbert.config import INPUT_KEYS
     from kbert.text.fill_mask_preprocessor import BertFillMaskPreprocessor

@@ -26,11 +26,10 @@ def blank_positions(token_ids, mask_token_id):
       int32 [batch, most blanks of a row]: each row's positions in order, padded with 0 (the
       [CLS] position, never a blank).
 
-    Example:
-
-    >>> from kbert.text.fill_mask_preprocessor import blank_positions
-    >>> blank_positions([[101, 103, 7, 103, 102], [101, 5, 103, 102, 0]], 103).numpy().tolist()
-    [[1, 3], [2, 0]]
+    Examples:
+        >>> from kbert.text.fill_mask_preprocessor import blank_positions
+        >>> blank_positions([[101, 103, 7, 103, 102], [101, 5, 103, 102, 0]], 103).numpy().tolist()
+        [[1, 3], [2, 0]]
     """
     is_blank = tf.equal(token_ids, mask_token_id)
     positions = tf.ragged.boolean_mask(
@@ -62,19 +61,18 @@ class BertFillMaskPreprocessor(PreprocessorBase):
       are, in order, padded with 0 (the [CLS] position, never a blank). No batch axis for one
       string.
 
-    Example:
-
-    >>> import kbert
-    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-    >>> preprocessor = kbert.BertFillMaskPreprocessor(tokenizer, sequence_length=10)
-    >>> out = preprocessor(["Paris is the [MASK] of [MASK].", "A [MASK] day."])
-    >>> ids = out["token_ids"].numpy().tolist()
-    >>> ids[0]
-    [101, 3000, 2003, 1996, 103, 1997, 103, 1012, 102, 0]
-    >>> ids[1]
-    [101, 1037, 103, 2154, 1012, 102, 0, 0, 0, 0]
-    >>> out["masked_positions"].numpy().tolist()
-    [[4, 6], [2, 0]]
+    Examples:
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertFillMaskPreprocessor(tokenizer, sequence_length=10)
+        >>> out = preprocessor(["Paris is the [MASK] of [MASK].", "A [MASK] day."])
+        >>> ids = out["token_ids"].numpy().tolist()
+        >>> ids[0]
+        [101, 3000, 2003, 1996, 103, 1997, 103, 1012, 102, 0]
+        >>> ids[1]
+        [101, 1037, 103, 2154, 1012, 102, 0, 0, 0, 0]
+        >>> out["masked_positions"].numpy().tolist()
+        [[4, 6], [2, 0]]
     """
 
     def __init__(self, tokenizer, sequence_length=128, marker="[MASK]", **kwargs):

@@ -56,24 +56,23 @@ class BertMaskedLMPreprocessor(PreprocessorBase):
       the labels `y`); `sample_weights` `{"mlm": 1.0 at real predictions, 0.0 at padding
       slots}` (and `"nsp"`).
 
-    Example:
+    Examples:
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertMaskedLMPreprocessor(tokenizer, sequence_length=12)
+        >>> preprocessor.max_predictions  # ceil(0.15 * 12)
+        2
+        >>> inputs, targets, weights = preprocessor(["The quick brown fox jumped over the dog."])
+        >>> sorted(inputs)
+        ['masked_positions', 'padding_mask', 'segment_ids', 'token_ids']
+        >>> tuple(inputs["token_ids"].shape), tuple(targets["mlm"].shape)
+        ((1, 12), (1, 2))
 
-    >>> import kbert
-    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-    >>> preprocessor = kbert.BertMaskedLMPreprocessor(tokenizer, sequence_length=12)
-    >>> preprocessor.max_predictions  # ceil(0.15 * 12)
-    2
-    >>> inputs, targets, weights = preprocessor(["The quick brown fox jumped over the dog."])
-    >>> sorted(inputs)
-    ['masked_positions', 'padding_mask', 'segment_ids', 'token_ids']
-    >>> tuple(inputs["token_ids"].shape), tuple(targets["mlm"].shape)
-    ((1, 12), (1, 2))
+        Pairs with next-sentence labels train both heads:
 
-    Pairs with next-sentence labels train both heads:
-
-    >>> inputs, targets, weights = preprocessor((["The fox ran."], ["It was quick."]), [0])
-    >>> sorted(targets), targets["nsp"].numpy().tolist()
-    (['mlm', 'nsp'], [0])
+        >>> inputs, targets, weights = preprocessor((["The fox ran."], ["It was quick."]), [0])
+        >>> sorted(targets), targets["nsp"].numpy().tolist()
+        (['mlm', 'nsp'], [0])
     """
 
     def __init__(self, tokenizer, sequence_length=128, mask_rate=0.15, max_predictions=None,
@@ -140,15 +139,14 @@ class BertMaskedLMPreprocessor(PreprocessorBase):
         Returns:
           A `tf.data.Dataset` of `(inputs, targets, sample_weights)`, as `call` returns them.
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> preprocessor = kbert.BertMaskedLMPreprocessor(tokenizer, sequence_length=12)
-        >>> dataset = preprocessor.dataset(["a b c d", "e f g h"], batch_size=2, seed=1)
-        >>> inputs, targets, weights = next(iter(dataset))
-        >>> tuple(inputs["token_ids"].shape), tuple(inputs["masked_positions"].shape)
-        ((2, 6), (2, 2))
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> preprocessor = kbert.BertMaskedLMPreprocessor(tokenizer, sequence_length=12)
+            >>> dataset = preprocessor.dataset(["a b c d", "e f g h"], batch_size=2, seed=1)
+            >>> inputs, targets, weights = next(iter(dataset))
+            >>> tuple(inputs["token_ids"].shape), tuple(inputs["masked_positions"].shape)
+            ((2, 6), (2, 2))
         """
         self._check_labels(x, y)
         seed = self.seed if seed is None else seed

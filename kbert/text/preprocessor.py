@@ -48,15 +48,14 @@ def truncated_lengths(lengths, budget, truncate="longest_first"):
     Returns:
       A list of int tensors [batch], one per segment.
 
-    Example:
-
-    >>> import tensorflow as tf
-    >>> from kbert.text.preprocessor import truncated_lengths
-    >>> lengths = [tf.constant([10, 2]), tf.constant([3, 9])]
-    >>> [t.numpy().tolist() for t in truncated_lengths(lengths, 8)]
-    [[5, 2], [3, 6]]
-    >>> [t.numpy().tolist() for t in truncated_lengths(lengths, 8, "waterfall")]
-    [[8, 2], [0, 6]]
+    Examples:
+        >>> import tensorflow as tf
+        >>> from kbert.text.preprocessor import truncated_lengths
+        >>> lengths = [tf.constant([10, 2]), tf.constant([3, 9])]
+        >>> [t.numpy().tolist() for t in truncated_lengths(lengths, 8)]
+        [[5, 2], [3, 6]]
+        >>> [t.numpy().tolist() for t in truncated_lengths(lengths, 8, "waterfall")]
+        [[8, 2], [0, 6]]
     """
     if len(lengths) == 1:
         return [tf.minimum(lengths[0], tf.cast(budget, lengths[0].dtype))]
@@ -89,14 +88,13 @@ def pack_segments(tokenized, keep, sequence_length, cls_id, sep_id, pad_id):
       A dict of int32 [batch, sequence_length] `token_ids`, `segment_ids`, `padding_mask`
       (and `start_offsets` / `end_offsets` with offsets, -1 at [CLS], [SEP] and padding).
 
-    Example:
-
-    >>> import tensorflow as tf
-    >>> from kbert.text.preprocessor import pack_segments
-    >>> a, b = tf.ragged.constant([[7, 8, 9]]), tf.ragged.constant([[5]])
-    >>> out = pack_segments([(a,), (b,)], [[2], [1]], 7, cls_id=1, sep_id=2, pad_id=0)
-    >>> out["token_ids"].numpy().tolist(), out["segment_ids"].numpy().tolist()
-    ([[1, 7, 8, 2, 5, 2, 0]], [[0, 0, 0, 0, 1, 1, 0]])
+    Examples:
+        >>> import tensorflow as tf
+        >>> from kbert.text.preprocessor import pack_segments
+        >>> a, b = tf.ragged.constant([[7, 8, 9]]), tf.ragged.constant([[5]])
+        >>> out = pack_segments([(a,), (b,)], [[2], [1]], 7, cls_id=1, sep_id=2, pad_id=0)
+        >>> out["token_ids"].numpy().tolist(), out["segment_ids"].numpy().tolist()
+        ([[1, 7, 8, 2, 5, 2, 0]], [[0, 0, 0, 0, 1, 1, 0]])
     """
     keys = ("token_ids", "start_offsets", "end_offsets")[:len(tokenized[0])]
     batch = tokenized[0][0].nrows(out_type=tf.int32)
@@ -156,35 +154,34 @@ class BertPreprocessor(PreprocessorBase):
       ([batch, num_choices, sequence_length] for multiple choice; no batch axis for one
       string). With `y` or `sample_weight`: `(inputs, y[, sample_weight])`.
 
-    Example:
+    Examples:
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=8)
+        >>> out = preprocessor(["The quick brown fox."])
+        >>> out["token_ids"].numpy().tolist()
+        [[101, 1996, 4248, 2829, 4419, 1012, 102, 0]]
+        >>> out["padding_mask"].numpy().tolist()
+        [[1, 1, 1, 1, 1, 1, 1, 0]]
 
-    >>> import kbert
-    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-    >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=8)
-    >>> out = preprocessor(["The quick brown fox."])
-    >>> out["token_ids"].numpy().tolist()
-    [[101, 1996, 4248, 2829, 4419, 1012, 102, 0]]
-    >>> out["padding_mask"].numpy().tolist()
-    [[1, 1, 1, 1, 1, 1, 1, 0]]
+        A pair, cut to fit by the longest-first rule:
 
-    A pair, cut to fit by the longest-first rule:
+        >>> out = preprocessor((["The quick brown fox jumped over"], ["the lazy dog"]))
+        >>> out["token_ids"].numpy().tolist()
+        [[101, 1996, 4248, 2829, 102, 1996, 13971, 102]]
+        >>> out["segment_ids"].numpy().tolist()
+        [[0, 0, 0, 0, 0, 1, 1, 1]]
 
-    >>> out = preprocessor((["The quick brown fox jumped over"], ["the lazy dog"]))
-    >>> out["token_ids"].numpy().tolist()
-    [[101, 1996, 4248, 2829, 102, 1996, 13971, 102]]
-    >>> out["segment_ids"].numpy().tolist()
-    [[0, 0, 0, 0, 0, 1, 1, 1]]
+        Multiple choice, and offsets:
 
-    Multiple choice, and offsets:
-
-    >>> out = preprocessor((["Where do cats sleep?"], [["On the bed.", "In a box."]]))
-    >>> tuple(out["token_ids"].shape)
-    (1, 2, 8)
-    >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=8,
-    ...                                       return_offsets=True, offset_unit="char")
-    >>> out = preprocessor(["Héllo wörld!"])
-    >>> out["start_offsets"].numpy().tolist(), out["end_offsets"].numpy().tolist()
-    ([[-1, 0, 6, 11, -1, -1, -1, -1]], [[-1, 5, 11, 12, -1, -1, -1, -1]])
+        >>> out = preprocessor((["Where do cats sleep?"], [["On the bed.", "In a box."]]))
+        >>> tuple(out["token_ids"].shape)
+        (1, 2, 8)
+        >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=8,
+        ...                                       return_offsets=True, offset_unit="char")
+        >>> out = preprocessor(["Héllo wörld!"])
+        >>> out["start_offsets"].numpy().tolist(), out["end_offsets"].numpy().tolist()
+        ([[-1, 0, 6, 11, -1, -1, -1, -1]], [[-1, 5, 11, 12, -1, -1, -1, -1]])
     """
 
     def __init__(self, tokenizer, sequence_length=128, truncate="longest_first",
@@ -276,15 +273,14 @@ class BertPreprocessor(PreprocessorBase):
         Returns:
           The dict `pack_segments` returns.
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=8)
-        >>> ids = tokenizer(["The quick brown fox."])
-        >>> out = preprocessor.pack_tokens([(ids,)], sequence_length=5)
-        >>> out["token_ids"].numpy().tolist()
-        [[101, 1996, 4248, 2829, 102]]
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=8)
+            >>> ids = tokenizer(["The quick brown fox."])
+            >>> out = preprocessor.pack_tokens([(ids,)], sequence_length=5)
+            >>> out["token_ids"].numpy().tolist()
+            [[101, 1996, 4248, 2829, 102]]
         """
         if sequence_length is None:
             sequence_length = self.sequence_length
@@ -325,16 +321,15 @@ class BertPreprocessor(PreprocessorBase):
         Returns:
           A `tf.data.Dataset` of `inputs`, `(inputs, y)` or `(inputs, y, sample_weight)`.
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=16)
-        >>> dataset = preprocessor.dataset(["Great film!", "Dull.", "Fine."], [1, 0, 1],
-        ...                                batch_size=2)
-        >>> inputs, labels = next(iter(dataset))
-        >>> tuple(inputs["token_ids"].shape), labels.numpy().tolist()
-        ((2, 5), [1, 0])
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=16)
+            >>> dataset = preprocessor.dataset(["Great film!", "Dull.", "Fine."], [1, 0, 1],
+            ...                                batch_size=2)
+            >>> inputs, labels = next(iter(dataset))
+            >>> tuple(inputs["token_ids"].shape), labels.numpy().tolist()
+            ((2, 5), [1, 0])
         """
 
         def pack(x, *rest):

@@ -38,14 +38,13 @@ def text_budget(tokenizer, tokens):
     Returns:
       An int: (tokens + 1) * (max_chars_per_word + 1) * 4.
 
-    Example:
-
-    >>> import kbert
-    >>> from kbert.text.preprocessor_base import text_budget
-    >>> tokenizer = kbert.BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
-    ...                                 max_chars_per_word=100)
-    >>> text_budget(tokenizer, 126)
-    51308
+    Examples:
+        >>> import kbert
+        >>> from kbert.text.preprocessor_base import text_budget
+        >>> tokenizer = kbert.BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+        ...                                 max_chars_per_word=100)
+        >>> text_budget(tokenizer, 126)
+        51308
     """
     return (int(tokens) + 1) * (int(tokenizer.max_chars_per_word) + 1) * _UTF8_MAX_BYTES
 
@@ -63,12 +62,11 @@ def cap_text(text, max_bytes):
     Returns:
       A tf.string tensor of `text`'s shape.
 
-    Example:
-
-    >>> from kbert.text.preprocessor_base import cap_text
-    >>> capped = cap_text(["abcdef", "ééé", "ab"], 5)  # é is two bytes
-    >>> [t.decode() for t in capped.numpy().tolist()]
-    ['abcde', 'éé', 'ab']
+    Examples:
+        >>> from kbert.text.preprocessor_base import cap_text
+        >>> capped = cap_text(["abcdef", "ééé", "ab"], 5)  # é is two bytes
+        >>> [t.decode() for t in capped.numpy().tolist()]
+        ['abcde', 'éé', 'ab']
     """
     text = tf.convert_to_tensor(text, tf.string)
     max_bytes = int(max_bytes)
@@ -101,11 +99,10 @@ def string_batch(x, owner, what="text"):
       A tf.string tensor [batch]. Raises a TypeError naming `owner` for other dtypes, a
       ValueError for other shapes.
 
-    Example:
-
-    >>> from kbert.text.preprocessor_base import string_batch
-    >>> string_batch("one text", "me").numpy().tolist()
-    [b'one text']
+    Examples:
+        >>> from kbert.text.preprocessor_base import string_batch
+        >>> string_batch("one text", "me").numpy().tolist()
+        [b'one text']
     """
     x = tf.convert_to_tensor(x)
     if x.dtype != tf.string:
@@ -192,20 +189,19 @@ class PreprocessorBase(keras.layers.Layer):
       tokenizer: a `BertTokenizer`, or its serialized config (a dict).
       **kwargs: passed to `keras.layers.Layer` (e.g. `name`).
 
-    Example:
-
-    >>> import kbert
-    >>> from kbert.text.preprocessor_base import PreprocessorBase
-    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-    >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=16)
-    >>> isinstance(preprocessor, PreprocessorBase), preprocessor.tokenizer is tokenizer
-    (True, True)
-    >>> copy = kbert.BertPreprocessor.from_config(preprocessor.get_config())
-    >>> copy.tokenizer.get_vocabulary() == tokenizer.get_vocabulary()
-    True
-    >>> long_text = "a long text " * 10_000
-    >>> len(preprocessor.cap([long_text], tokens=14).numpy()[0])  # (14 + 1) * (100 + 1) * 4
-    6060
+    Examples:
+        >>> import kbert
+        >>> from kbert.text.preprocessor_base import PreprocessorBase
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertPreprocessor(tokenizer, sequence_length=16)
+        >>> isinstance(preprocessor, PreprocessorBase), preprocessor.tokenizer is tokenizer
+        (True, True)
+        >>> copy = kbert.BertPreprocessor.from_config(preprocessor.get_config())
+        >>> copy.tokenizer.get_vocabulary() == tokenizer.get_vocabulary()
+        True
+        >>> long_text = "a long text " * 10_000
+        >>> len(preprocessor.cap([long_text], tokens=14).numpy()[0])  # (14 + 1) * (100 + 1) * 4
+        6060
     """
 
     def __init__(self, tokenizer, **kwargs):

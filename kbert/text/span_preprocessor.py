@@ -42,13 +42,12 @@ def check_lengths(sequence_length, max_query_length, doc_stride):
       max_query_length: the most sub-tokens of a question.
       doc_stride: how far apart windows start.
 
-    Example:
-
-    >>> from kbert.text.span_preprocessor import check_lengths
-    >>> check_lengths(384, 64, 128)
-    >>> check_lengths(16, 13, 4)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ValueError: sequence_length=16 leaves no room for the context after a question of ...
+    Examples:
+        >>> from kbert.text.span_preprocessor import check_lengths
+        >>> check_lengths(384, 64, 128)
+        >>> check_lengths(16, 13, 4)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: sequence_length=16 leaves no room for the context after a question of ...
     """
     if max_query_length < 1 or doc_stride < 1:
         raise ValueError(f"max_query_length and doc_stride must be positive, got "
@@ -103,21 +102,20 @@ class BertSpanPreprocessor(PreprocessorBase):
       `(inputs, {"start_logits": start positions, "end_logits": end positions}[, weights])`,
       `inputs` the model's three inputs, for the windows whose answer covers a sub-token.
 
-    Example:
-
-    >>> import kbert
-    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-    >>> preprocessor = kbert.BertSpanPreprocessor(tokenizer, sequence_length=16,
-    ...                                           doc_stride=4, max_query_length=4)
-    >>> question, context = "Who wrote it?", "The book was written by Jane Austen in 1813."
-    >>> windows = preprocessor(([question], [context]))
-    >>> windows["example_index"].numpy().tolist()  # two windows of the one context
-    [0, 0]
-    >>> windows["token_ids"].numpy().tolist()[1]
-    [101, 2040, 2626, 2009, 1029, 102, 2011, 4869, 24177, 1999, 12169, 1012, 102, 0, 0, 0]
-    >>> inputs, targets = preprocessor(([question], [context]), ([24], [35]))  # Jane Austen
-    >>> targets["start_logits"].numpy().tolist(), targets["end_logits"].numpy().tolist()
-    ([11, 7], [12, 8])
+    Examples:
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertSpanPreprocessor(tokenizer, sequence_length=16,
+        ...                                           doc_stride=4, max_query_length=4)
+        >>> question, context = "Who wrote it?", "The book was written by Jane Austen in 1813."
+        >>> windows = preprocessor(([question], [context]))
+        >>> windows["example_index"].numpy().tolist()  # two windows of the one context
+        [0, 0]
+        >>> windows["token_ids"].numpy().tolist()[1]
+        [101, 2040, 2626, 2009, 1029, 102, 2011, 4869, 24177, 1999, 12169, 1012, 102, 0, 0, 0]
+        >>> inputs, targets = preprocessor(([question], [context]), ([24], [35]))  # Jane Austen
+        >>> targets["start_logits"].numpy().tolist(), targets["end_logits"].numpy().tolist()
+        ([11, 7], [12, 8])
     """
 
     def __init__(self, tokenizer, sequence_length=384, doc_stride=128, max_query_length=None,
@@ -190,18 +188,17 @@ class BertSpanPreprocessor(PreprocessorBase):
           of a row whose answer covers no sub-token: train without those, as run_squad.py
           does).
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> preprocessor = kbert.BertSpanPreprocessor(tokenizer, sequence_length=16,
-        ...                                           doc_stride=4, max_query_length=4)
-        >>> out = preprocessor.windows(["Who wrote it?"],
-        ...                            ["The book was written by Jane Austen in 1813."], [24], [35])
-        >>> out["token_start"].numpy().tolist()[1]
-        [-1, -1, -1, -1, -1, -1, 21, 24, 29, 36, 39, 43, -1, -1, -1, -1]
-        >>> out["start_positions"].numpy().tolist(), out["answer_in_window"].numpy().tolist()
-        ([11, 7], [1, 1])
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> preprocessor = kbert.BertSpanPreprocessor(tokenizer, sequence_length=16,
+            ...                                           doc_stride=4, max_query_length=4)
+            >>> out = preprocessor.windows(["Who wrote it?"],
+            ...                            ["The book was written by Jane Austen in 1813."], [24], [35])
+            >>> out["token_start"].numpy().tolist()[1]
+            [-1, -1, -1, -1, -1, -1, 21, 24, 29, 36, 39, 43, -1, -1, -1, -1]
+            >>> out["start_positions"].numpy().tolist(), out["answer_in_window"].numpy().tolist()
+            ([11, 7], [1, 1])
         """
         if (answer_starts is None) != (answer_ends is None):
             raise ValueError("Give both answer_starts and answer_ends, or neither.")
@@ -297,16 +294,15 @@ class BertSpanPreprocessor(PreprocessorBase):
           A `tf.data.Dataset` of `inputs` (the three model inputs) or of `call`'s `(inputs,
           {"start_logits": ..., "end_logits": ...}[, weights])`.
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> preprocessor = kbert.BertSpanPreprocessor(tokenizer, sequence_length=16,
-        ...                                           doc_stride=4, max_query_length=4)
-        >>> x = (["Who wrote it?"], ["The book was written by Jane Austen in 1813."])
-        >>> inputs, targets = next(iter(preprocessor.dataset(x, ([24], [35]))))
-        >>> tuple(inputs["token_ids"].shape), targets["start_logits"].numpy().tolist()
-        ((2, 16), [11, 7])
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> preprocessor = kbert.BertSpanPreprocessor(tokenizer, sequence_length=16,
+            ...                                           doc_stride=4, max_query_length=4)
+            >>> x = (["Who wrote it?"], ["The book was written by Jane Austen in 1813."])
+            >>> inputs, targets = next(iter(preprocessor.dataset(x, ([24], [35]))))
+            >>> tuple(inputs["token_ids"].shape), targets["start_logits"].numpy().tolist()
+            ((2, 16), [11, 7])
         """
         from kbert.config import INPUT_KEYS
 

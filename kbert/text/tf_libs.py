@@ -22,9 +22,8 @@ def require_tensorflow(user):
     Args:
         user: what needs them, for the message (a class or function name).
 
-    Example:
-
-    >>> require_tensorflow("BertTokenizer")
+    Examples:
+        >>> require_tensorflow("BertTokenizer")
     """
     missing = [name for name, module in (("tensorflow", tf), ("tensorflow-text", tf_text))
                if module is None]

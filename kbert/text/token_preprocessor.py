@@ -55,7 +55,7 @@ class BertTokenPreprocessor(PreprocessorBase):
     sub-token carries its label (weight 1), [CLS], [SEP], padding and the other sub-tokens
     weight 0. A sentence is cut at `sequence_length - 2` sub-tokens; `windows` tags longer
     texts. Raw text is split into words by `split_text` (or `split_words`) first. A sentence
-    with no words packs to [CLS] [SEP]. `BertTokenClassifier` trains on and tags with it.
+    with no words packs to `[CLS] [SEP]`. `BertTokenClassifier` trains on and tags with it.
 
     Args:
       tokenizer: a `BertTokenizer`.
@@ -79,21 +79,20 @@ class BertTokenPreprocessor(PreprocessorBase):
       label on its first sub-token (0 elsewhere), and float32 weights, 1 there (times the
       sentence's `sample_weight`), 0 elsewhere.
 
-    Example:
-
-    >>> import kbert
-    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-    >>> preprocessor = kbert.BertTokenPreprocessor(tokenizer, sequence_length=8)
-    >>> out = preprocessor([["Unaffable", "Austen", "wrote"]])
-    >>> out["token_ids"].numpy().tolist()
-    [[101, 14477, 20961, 3468, 24177, 2626, 102, 0]]
-    >>> out["word_index"].numpy().tolist()
-    [[-1, 0, -1, -1, 1, 2, -1, -1]]
-    >>> inputs, labels, weights = preprocessor([["Unaffable", "Austen", "wrote"]], [[3, 1, 0]])
-    >>> labels.numpy().tolist()
-    [[0, 3, 0, 0, 1, 0, 0, 0]]
-    >>> weights.numpy().tolist()
-    [[0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]]
+    Examples:
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> preprocessor = kbert.BertTokenPreprocessor(tokenizer, sequence_length=8)
+        >>> out = preprocessor([["Unaffable", "Austen", "wrote"]])
+        >>> out["token_ids"].numpy().tolist()
+        [[101, 14477, 20961, 3468, 24177, 2626, 102, 0]]
+        >>> out["word_index"].numpy().tolist()
+        [[-1, 0, -1, -1, 1, 2, -1, -1]]
+        >>> inputs, labels, weights = preprocessor([["Unaffable", "Austen", "wrote"]], [[3, 1, 0]])
+        >>> labels.numpy().tolist()
+        [[0, 3, 0, 0, 1, 0, 0, 0]]
+        >>> weights.numpy().tolist()
+        [[0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]]
     """
 
     def __init__(self, tokenizer, sequence_length=128, doc_stride=None, max_context_length=4096,
@@ -174,17 +173,16 @@ class BertTokenPreprocessor(PreprocessorBase):
           only in the window where its first sub-token has the most context (so that every
           word is tagged once), and int32 [W] `example_index`, the input row of each window.
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> preprocessor = kbert.BertTokenPreprocessor(tokenizer, sequence_length=6,
-        ...                                            doc_stride=2)
-        >>> out = preprocessor.windows([["a", "b", "c", "d", "e", "f"]])
-        >>> out["example_index"].numpy().tolist()
-        [0, 0]
-        >>> out["word_index"].numpy().tolist()
-        [[-1, 0, 1, 2, -1, -1], [-1, -1, 3, 4, 5, -1]]
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> preprocessor = kbert.BertTokenPreprocessor(tokenizer, sequence_length=6,
+            ...                                            doc_stride=2)
+            >>> out = preprocessor.windows([["a", "b", "c", "d", "e", "f"]])
+            >>> out["example_index"].numpy().tolist()
+            [0, 0]
+            >>> out["word_index"].numpy().tolist()
+            [[-1, 0, 1, 2, -1, -1], [-1, -1, 3, 4, 5, -1]]
         """
         # n pieces come from n words at most: the text beyond is never tokenized.
         words, _ = self._ragged(words, "words", (tf.string,))
@@ -263,16 +261,15 @@ class BertTokenPreprocessor(PreprocessorBase):
           word's [start, end) in characters of `text`, and `text` itself with invalid UTF-8
           replaced (what the offsets index).
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> preprocessor = kbert.BertTokenPreprocessor(tokenizer, sequence_length=8)
-        >>> words, starts, ends, _ = preprocessor.split_text(["Jane Austen wrote Emma."])
-        >>> words.to_list()
-        [[b'Jane', b'Austen', b'wrote', b'Emma', b'.']]
-        >>> starts.to_list(), ends.to_list()
-        ([[0, 5, 12, 18, 22]], [[4, 11, 17, 22, 23]])
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> preprocessor = kbert.BertTokenPreprocessor(tokenizer, sequence_length=8)
+            >>> words, starts, ends, _ = preprocessor.split_text(["Jane Austen wrote Emma."])
+            >>> words.to_list()
+            [[b'Jane', b'Austen', b'wrote', b'Emma', b'.']]
+            >>> starts.to_list(), ends.to_list()
+            ([[0, 5, 12, 18, 22]], [[4, 11, 17, 22, 23]])
         """
         return split_words(self.cap(text, tokens or self.sequence_length - 2))
 
@@ -313,15 +310,14 @@ class BertTokenPreprocessor(PreprocessorBase):
           A `tf.data.Dataset` of `(inputs, labels, label_weights)`, or of `(inputs,)` without
           `y`.
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> preprocessor = kbert.BertTokenPreprocessor(tokenizer, sequence_length=16)
-        >>> dataset = preprocessor.dataset([["Jane", "Austen"], ["Emma"]], [[1, 2], [1]])
-        >>> inputs, labels, weights = next(iter(dataset))
-        >>> tuple(inputs["token_ids"].shape), labels.numpy().tolist()
-        ((2, 4), [[0, 1, 2, 0], [0, 1, 0, 0]])
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> preprocessor = kbert.BertTokenPreprocessor(tokenizer, sequence_length=16)
+            >>> dataset = preprocessor.dataset([["Jane", "Austen"], ["Emma"]], [[1, 2], [1]])
+            >>> inputs, labels, weights = next(iter(dataset))
+            >>> tuple(inputs["token_ids"].shape), labels.numpy().tolist()
+            ((2, 4), [[0, 1, 2, 0], [0, 1, 0, 0]])
         """
         from kbert.config import INPUT_KEYS
         from kbert.text.datasets import batched_dataset, check_example_counts

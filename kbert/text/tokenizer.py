@@ -85,17 +85,16 @@ class BertTokenizer(keras.layers.Layer):
     The ids of the special tokens are attributes: `pad_token_id`, `unk_token_id`,
     `cls_token_id`, `sep_token_id`, `mask_token_id`.
 
-    Example:
-
-    >>> import kbert
-    >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-    >>> tokenizer(["The quick brown fox.", "Unaffable!"]).to_list()
-    [[1996, 4248, 2829, 4419, 1012], [14477, 20961, 3468, 999]]
-    >>> ids = tokenizer("Unaffable résumé!").numpy().tolist()
-    >>> [tokenizer.id_to_token(i) for i in ids]
-    ['una', '##ffa', '##ble', 'resume', '!']
-    >>> tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id
-    (101, 102, 103)
+    Examples:
+        >>> import kbert
+        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+        >>> tokenizer(["The quick brown fox.", "Unaffable!"]).to_list()
+        [[1996, 4248, 2829, 4419, 1012], [14477, 20961, 3468, 999]]
+        >>> ids = tokenizer("Unaffable résumé!").numpy().tolist()
+        >>> [tokenizer.id_to_token(i) for i in ids]
+        ['una', '##ffa', '##ble', 'resume', '!']
+        >>> tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id
+        (101, 102, 103)
 
     A vocabulary can also be a list of tokens:
 
@@ -145,12 +144,11 @@ class BertTokenizer(keras.layers.Layer):
         Returns:
           A `BertTokenizer`.
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> tokenizer.lowercase, tokenizer.max_chars_per_word
-        (True, 100)
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> tokenizer.lowercase, tokenizer.max_chars_per_word
+            (True, 100)
         """
         return presets.load_tokenizer(path, cls=cls, lowercase=lowercase,
                                       max_chars_per_word=max_chars_per_word, **kwargs)
@@ -160,34 +158,31 @@ class BertTokenizer(keras.layers.Layer):
     def vocabulary_size(self):
         """The number of tokens in the vocabulary.
 
-        Example:
-
-        >>> import kbert
-        >>> kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased").vocabulary_size()
-        30522
+        Examples:
+            >>> import kbert
+            >>> kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased").vocabulary_size()
+            30522
         """
         return len(self._vocab)
 
     def get_vocabulary(self):
         """The vocabulary as a new list of tokens, each at the index of its id.
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> tokenizer.get_vocabulary()[100:104]
-        ['[UNK]', '[CLS]', '[SEP]', '[MASK]']
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> tokenizer.get_vocabulary()[100:104]
+            ['[UNK]', '[CLS]', '[SEP]', '[MASK]']
         """
         return list(self._vocab)
 
     def id_to_token(self, id):
         """The token of id `id`; a ValueError outside the vocabulary.
 
-        Example:
-
-        >>> import kbert
-        >>> kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased").id_to_token(4419)
-        'fox'
+        Examples:
+            >>> import kbert
+            >>> kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased").id_to_token(4419)
+            'fox'
         """
         if not 0 <= int(id) < len(self._vocab):
             raise ValueError(f"Token id {id} is outside the vocabulary [0, {len(self._vocab)}).")
@@ -196,11 +191,10 @@ class BertTokenizer(keras.layers.Layer):
     def token_to_id(self, token):
         """The id of `token`; a ValueError if the vocabulary does not hold it.
 
-        Example:
-
-        >>> import kbert
-        >>> kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased").token_to_id("##ble")
-        3468
+        Examples:
+            >>> import kbert
+            >>> kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased").token_to_id("##ble")
+            3468
         """
         if token not in self._index:
             raise ValueError(f"Token {token!r} is not in the vocabulary.")
@@ -243,12 +237,11 @@ class BertTokenizer(keras.layers.Layer):
         Returns:
           A ragged int32 tensor [batch, (words), (pieces)] ([(words), (pieces)] for a scalar).
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> tokenizer.tokenize_words(["Unaffable fox"]).to_list()
-        [[[14477, 20961, 3468], [4419]]]
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> tokenizer.tokenize_words(["Unaffable fox"]).to_list()
+            [[[14477, 20961, 3468], [4419]]]
         """
         text, scalar = self._prepare(inputs)
         normalized, _, _ = self._basic.normalize(text)
@@ -259,12 +252,11 @@ class BertTokenizer(keras.layers.Layer):
     def tokenize(self, inputs):
         """The same as calling the tokenizer (keras-hub's name).
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> tokenizer.tokenize(["The quick brown fox."]).to_list()
-        [[1996, 4248, 2829, 4419, 1012]]
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> tokenizer.tokenize(["The quick brown fox."]).to_list()
+            [[1996, 4248, 2829, 4419, 1012]]
         """
         return self(inputs)
 
@@ -284,16 +276,15 @@ class BertTokenizer(keras.layers.Layer):
           A tuple `(ids, starts, ends)` of ragged int32 tensors [batch, (tokens)] ([tokens]
           for a scalar): each token's [start, end) in its original string.
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> ids, starts, ends = tokenizer.tokenize_with_offsets(["Héllo wörld!"], unit="char")
-        >>> ids.to_list(), starts.to_list(), ends.to_list()
-        ([[7592, 2088, 999]], [[0, 6, 11]], [[5, 11, 12]])
-        >>> _, starts, ends = tokenizer.tokenize_with_offsets(["Héllo wörld!"])  # bytes
-        >>> starts.to_list(), ends.to_list()
-        ([[0, 7, 13]], [[6, 13, 14]])
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> ids, starts, ends = tokenizer.tokenize_with_offsets(["Héllo wörld!"], unit="char")
+            >>> ids.to_list(), starts.to_list(), ends.to_list()
+            ([[7592, 2088, 999]], [[0, 6, 11]], [[5, 11, 12]])
+            >>> _, starts, ends = tokenizer.tokenize_with_offsets(["Héllo wörld!"])  # bytes
+            >>> starts.to_list(), ends.to_list()
+            ([[0, 7, 13]], [[6, 13, 14]])
         """
         if unit not in ("byte", "char"):
             raise ValueError(f"unit must be 'byte' or 'char', got {unit!r}.")
@@ -354,14 +345,13 @@ class BertTokenizer(keras.layers.Layer):
         Returns:
           A tf.string tensor [batch], or a scalar for one row.
 
-        Example:
-
-        >>> import kbert
-        >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
-        >>> tokenizer.detokenize(tokenizer(["Unaffable Résumé!"])).numpy().tolist()
-        [b'unaffable resume !']
-        >>> tokenizer.detokenize([[101, 4419, 102, 0, 0]]).numpy().tolist()
-        [b'[CLS] fox [SEP]']
+        Examples:
+            >>> import kbert
+            >>> tokenizer = kbert.BertTokenizer.from_pretrained("minilm_l6_h384_uncased")
+            >>> tokenizer.detokenize(tokenizer(["Unaffable Résumé!"])).numpy().tolist()
+            [b'unaffable resume !']
+            >>> tokenizer.detokenize([[101, 4419, 102, 0, 0]]).numpy().tolist()
+            [b'[CLS] fox [SEP]']
         """
         if not isinstance(ids, tf.RaggedTensor):
             ids = tf.convert_to_tensor(ids)

@@ -24,13 +24,12 @@ def reserved_tokens(num_unused=99):
     Returns:
       A list of `num_unused + 5` tokens.
 
-    Example:
-
-    >>> from kbert.text.vocab import reserved_tokens
-    >>> reserved_tokens(2)
-    ['[PAD]', '[unused0]', '[unused1]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
-    >>> reserved_tokens().index("[CLS]")
-    101
+    Examples:
+        >>> from kbert.text.vocab import reserved_tokens
+        >>> reserved_tokens(2)
+        ['[PAD]', '[unused0]', '[unused1]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
+        >>> reserved_tokens().index("[CLS]")
+        101
     """
     return (["[PAD]"] + [f"[unused{i}]" for i in range(num_unused)]
             + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
@@ -66,11 +65,10 @@ def count_words(texts, lowercase=True, batch_size=256):
     Returns:
       A dict {word: count}.
 
-    Example:
-
-    >>> from kbert.text.vocab import count_words
-    >>> sorted(count_words(["The cat.", "the Café"]).items())
-    [('.', 1), ('cafe', 1), ('cat', 1), ('the', 2)]
+    Examples:
+        >>> from kbert.text.vocab import count_words
+        >>> sorted(count_words(["The cat.", "the Café"]).items())
+        [('.', 1), ('cafe', 1), ('cat', 1), ('the', 2)]
     """
     basic = BasicTokenizer(lowercase)
     split = tf.function(lambda t: basic(t).flat_values,
@@ -105,21 +103,20 @@ def train_vocabulary(texts, vocab_size=30522, lowercase=True, output_path=None,
     Returns:
       The list of tokens, each at the index of its id.
 
-    Example:
-
-    >>> import os, tempfile
-    >>> import kbert
-    >>> texts = ["the quick brown fox jumps over the lazy dog", "the dog sleeps"] * 3
-    >>> path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
-    >>> vocabulary = kbert.train_vocabulary(texts, vocab_size=70, num_unused=0, min_count=1,
-    ...                                     output_path=path)
-    >>> vocabulary[:5]
-    ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
-    >>> len(vocabulary) <= 70, "quick" in vocabulary
-    (True, True)
-    >>> tokenizer = kbert.BertTokenizer(path)
-    >>> [tokenizer.id_to_token(i) for i in tokenizer("The quickest dogs").numpy().tolist()]
-    ['the', 'quick', '##e', '##s', '##t', 'dog', '##s']
+    Examples:
+        >>> import os, tempfile
+        >>> import kbert
+        >>> texts = ["the quick brown fox jumps over the lazy dog", "the dog sleeps"] * 3
+        >>> path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+        >>> vocabulary = kbert.train_vocabulary(texts, vocab_size=70, num_unused=0, min_count=1,
+        ...                                     output_path=path)
+        >>> vocabulary[:5]
+        ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
+        >>> len(vocabulary) <= 70, "quick" in vocabulary
+        (True, True)
+        >>> tokenizer = kbert.BertTokenizer(path)
+        >>> [tokenizer.id_to_token(i) for i in tokenizer("The quickest dogs").numpy().tolist()]
+        ['the', 'quick', '##e', '##s', '##t', 'dog', '##s']
     """
     require_tensorflow("train_vocabulary")
     reserved = reserved_tokens(num_unused)

@@ -103,20 +103,19 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
       preprocessor), run.json, metrics.json, TensorBoard logs in logs/ and, for tasks that
       keep them, predictions.json.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> output_dir = tempfile.mkdtemp()
-    >>> metrics = kbert.finetune(task="sentiment", init="tiny", steps=2, batch_size=8,
-    ...                          sequence_length=32, max_train_examples=16,
-    ...                          max_eval_examples=16, output_dir=output_dir, verbose=0)
-    >>> metrics["eval_split"], metrics["optimizer_steps"], metrics["sizes"]["train"]
-    ('test', 2, 16)
-    >>> sorted(metrics["test"])
-    ['accuracy', 'f1', 'matthews_corrcoef']
-    >>> sorted(p.name for p in pathlib.Path(output_dir).iterdir() if not p.name.startswith("."))
-    ['logs', 'metrics.json', 'model.keras', 'run.json']
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> output_dir = tempfile.mkdtemp()
+        >>> metrics = kbert.finetune(task="sentiment", init="tiny", steps=2, batch_size=8,
+        ...                          sequence_length=32, max_train_examples=16,
+        ...                          max_eval_examples=16, output_dir=output_dir, verbose=0)
+        >>> metrics["eval_split"], metrics["optimizer_steps"], metrics["sizes"]["train"]
+        ('test', 2, 16)
+        >>> sorted(metrics["test"])
+        ['accuracy', 'f1', 'matthews_corrcoef']
+        >>> sorted(p.name for p in pathlib.Path(output_dir).iterdir() if not p.name.startswith("."))
+        ['logs', 'metrics.json', 'model.keras', 'run.json']
     """
     config = config or FinetuneConfig(**settings)
     if data_dir is not None:  # run.json keeps it: `kbert evaluate` may run from elsewhere

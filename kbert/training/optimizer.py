@@ -50,13 +50,12 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
       **kwargs: Keras' `LossScaleOptimizer` arguments (`initial_scale`,
         `dynamic_growth_steps`, ...).
 
-    Example:
-
-    >>> import keras
-    >>> import kbert
-    >>> optimizer = kbert.training.optimizer.LossScaleOptimizer(keras.optimizers.SGD())
-    >>> type(optimizer.inner_optimizer).__name__
-    'SGD'
+    Examples:
+        >>> import keras
+        >>> import kbert
+        >>> optimizer = kbert.training.optimizer.LossScaleOptimizer(keras.optimizers.SGD())
+        >>> type(optimizer.inner_optimizer).__name__
+        'SGD'
     """
 
     def check_finite(self, grads):
@@ -99,12 +98,11 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
       end_learning_rate: the rate at `total_steps` and after.
       batches_per_step: the batches that make one step (gradient accumulation).
 
-    Example:
-
-    >>> import kbert
-    >>> schedule = kbert.training.WarmupPolynomialDecay(1e-3, total_steps=10, warmup_steps=2)
-    >>> [round(float(schedule(step)), 6) for step in (0, 1, 2, 6, 10, 20)]
-    [0.0, 0.0005, 0.001, 0.0005, 0.0, 0.0]
+    Examples:
+        >>> import kbert
+        >>> schedule = kbert.training.WarmupPolynomialDecay(1e-3, total_steps=10, warmup_steps=2)
+        >>> [round(float(schedule(step)), 6) for step in (0, 1, 2, 6, 10, 20)]
+        [0.0, 0.0005, 0.001, 0.0005, 0.0, 0.0]
     """
 
     def __init__(self, peak_learning_rate, total_steps, warmup_steps=0, power=1.0,
@@ -147,13 +145,12 @@ def no_decay_variables(model):
       The trainable weights of every `keras.layers.LayerNormalization` and every trainable
       variable whose name ends in "bias", each once.
 
-    Example:
-
-    >>> import kbert
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
-    >>> excluded = kbert.training.no_decay_variables(backbone)
-    >>> sorted({v.name for v in excluded})
-    ['beta', 'bias', 'gamma']
+    Examples:
+        >>> import kbert
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny"))
+        >>> excluded = kbert.training.no_decay_variables(backbone)
+        >>> sorted({v.name for v in excluded})
+        ['beta', 'bias', 'gamma']
     """
     excluded = {id(v): v for v in model.trainable_variables if v.name.endswith("bias")}
     for layer in model._flatten_layers(include_self=False, recursive=True):
@@ -200,18 +197,17 @@ def make_optimizer(learning_rate, total_steps, warmup_fraction=0.1, weight_decay
       The `kbert.optimizers.AdamW` or `Lamb`, wrapped in a `LossScaleOptimizer` when
       `loss_scale` applies.
 
-    Example:
-
-    >>> import kbert
-    >>> optimizer = kbert.make_optimizer(5e-5, total_steps=1000)
-    >>> type(optimizer).__name__, optimizer.weight_decay, optimizer.global_clipnorm
-    ('AdamW', 0.01, 1.0)
-    >>> lamb = kbert.make_optimizer(1e-3, 1000, optimizer="lamb", warmup_steps=100,
-    ...                             loss_scale=True)
-    >>> type(lamb).__name__, type(lamb.inner_optimizer).__name__
-    ('LossScaleOptimizer', 'Lamb')
-    >>> model = kbert.BertClassifier(kbert.BertBackbone(kbert.BertConfig.preset("tiny")))
-    >>> model.compile(optimizer=kbert.make_optimizer(5e-5, total_steps=100, model=model))
+    Examples:
+        >>> import kbert
+        >>> optimizer = kbert.make_optimizer(5e-5, total_steps=1000)
+        >>> type(optimizer).__name__, optimizer.weight_decay, optimizer.global_clipnorm
+        ('AdamW', 0.01, 1.0)
+        >>> lamb = kbert.make_optimizer(1e-3, 1000, optimizer="lamb", warmup_steps=100,
+        ...                             loss_scale=True)
+        >>> type(lamb).__name__, type(lamb.inner_optimizer).__name__
+        ('LossScaleOptimizer', 'Lamb')
+        >>> model = kbert.BertClassifier(kbert.BertBackbone(kbert.BertConfig.preset("tiny")))
+        >>> model.compile(optimizer=kbert.make_optimizer(5e-5, total_steps=100, model=model))
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")

@@ -84,18 +84,17 @@ def pretrain(output_dir=None, config=None, **kwargs):
       OUTPUT/model/ as a Hugging Face directory with its heads and vocab.txt, which
       `finetune(init=...)` reads.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> output_dir = pathlib.Path(tempfile.mkdtemp())
-    >>> metrics = kbert.pretrain(output_dir, preset="tiny", steps=2, batch_size=4,
-    ...                          sequence_length=32, heldout_documents=2, eval_examples=8,
-    ...                          checkpoint_every=0, verbose=0)
-    >>> metrics["steps"], metrics["examples_seen"], 0 <= metrics["mlm_accuracy"] <= 1
-    (2, 8, True)
-    >>> sorted(p.name for p in (output_dir / "model").iterdir())
-    ['config.json', 'model.safetensors', 'tokenizer_config.json', 'vocab.txt']
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> output_dir = pathlib.Path(tempfile.mkdtemp())
+        >>> metrics = kbert.pretrain(output_dir, preset="tiny", steps=2, batch_size=4,
+        ...                          sequence_length=32, heldout_documents=2, eval_examples=8,
+        ...                          checkpoint_every=0, verbose=0)
+        >>> metrics["steps"], metrics["examples_seen"], 0 <= metrics["mlm_accuracy"] <= 1
+        (2, 8, True)
+        >>> sorted(p.name for p in (output_dir / "model").iterdir())
+        ['config.json', 'model.safetensors', 'tokenizer_config.json', 'vocab.txt']
     """
     config = _as_config(output_dir, config, kwargs)
     target = pathlib.Path(config.output_dir)

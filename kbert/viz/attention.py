@@ -46,17 +46,16 @@ def attention_maps(backbone, preprocessor, text, text_pair=None):
       (tokens, probabilities): the n real tokens of the packed input (padding removed), and a
       numpy array [layers, heads, n, n] whose row i holds how token i attends to each token.
 
-    Example:
-
-    >>> import kbert
-    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
-    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
-    >>> tokens, probs = kbert.viz.attention_maps(backbone, preprocessor, "the cat sat")
-    >>> tokens, probs.shape
-    (['[CLS]', 'the', 'cat', 'sat', '[SEP]'], (2, 2, 5, 5))
-    >>> bool(abs(probs.sum(axis=-1) - 1).max() < 1e-5)
-    True
+    Examples:
+        >>> import kbert
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
+        >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
+        >>> tokens, probs = kbert.viz.attention_maps(backbone, preprocessor, "the cat sat")
+        >>> tokens, probs.shape
+        (['[CLS]', 'the', 'cat', 'sat', '[SEP]'], (2, 2, 5, 5))
+        >>> bool(abs(probs.sum(axis=-1) - 1).max() < 1e-5)
+        True
     """
     inputs, tokens, length = _encode(preprocessor, text, text_pair)
     return tokens[:length], _probabilities(_viewer(backbone, output_attentions=True), inputs,
@@ -80,18 +79,17 @@ def plot_attention(tokens, probs, layer=-1, heads=None, path=None, columns=4):
     Returns:
       The `matplotlib.figure.Figure`.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
-    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
-    >>> tokens, probs = kbert.viz.attention_maps(backbone, preprocessor, "the cat sat")
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "attention.png"
-    >>> figure = kbert.viz.plot_attention(tokens, probs, layer=0, path=path)
-    >>> len(figure.axes), path.is_file()
-    (2, True)
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
+        >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
+        >>> tokens, probs = kbert.viz.attention_maps(backbone, preprocessor, "the cat sat")
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "attention.png"
+        >>> figure = kbert.viz.plot_attention(tokens, probs, layer=0, path=path)
+        >>> len(figure.axes), path.is_file()
+        (2, True)
     """
     from matplotlib.figure import Figure  # not pyplot: the caller's backend stays as it is
 

@@ -75,19 +75,18 @@ def seed_view(backbone, preprocessor, text, text_pair=None, layer=0, head=0, que
     Returns:
       A `SeedView`: q, k, q×k, q·k, the padding bias, the row of scores and its softmax.
 
-    Example:
-
-    >>> import kbert
-    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
-    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
-    >>> view = kbert.viz.seed_view(backbone, preprocessor, "the cat sat", query="[CLS]",
-    ...                            key="cat")
-    >>> view.query, view.key, view.length, view.q.shape
-    (0, 2, 5, (64,))
-    >>> tokens, probs = kbert.viz.attention_maps(backbone, preprocessor, "the cat sat")
-    >>> bool(abs(view.weight - probs[0, 0, 0, 2]) < 1e-5)
-    True
+    Examples:
+        >>> import kbert
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
+        >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
+        >>> view = kbert.viz.seed_view(backbone, preprocessor, "the cat sat", query="[CLS]",
+        ...                            key="cat")
+        >>> view.query, view.key, view.length, view.q.shape
+        (0, 2, 5, (64,))
+        >>> tokens, probs = kbert.viz.attention_maps(backbone, preprocessor, "the cat sat")
+        >>> bool(abs(view.weight - probs[0, 0, 0, 2]) < 1e-5)
+        True
     """
     if not 0 <= head < backbone.config.num_heads:
         raise ValueError(f"head must be in [0, {backbone.config.num_heads}), got {head}.")
@@ -132,16 +131,15 @@ def plot_seed_view(view, path=None):
     Returns:
       The `matplotlib.figure.Figure`.
 
-    Example:
-
-    >>> import kbert
-    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
-    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
-    >>> view = kbert.viz.seed_view(backbone, preprocessor, "the cat sat", key="cat")
-    >>> figure = kbert.viz.plot_seed_view(view)
-    >>> len(figure.axes)
-    5
+    Examples:
+        >>> import kbert
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
+        >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
+        >>> view = kbert.viz.seed_view(backbone, preprocessor, "the cat sat", key="cat")
+        >>> figure = kbert.viz.plot_seed_view(view)
+        >>> len(figure.axes)
+        5
     """
     from matplotlib.figure import Figure  # not pyplot: the caller's backend stays as it is
 

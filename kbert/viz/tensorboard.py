@@ -18,13 +18,12 @@ def heatmap_image(maps, scale=8, columns=4, gap=2):
     Returns:
       A uint8 numpy array [height, width, 3].
 
-    Example:
-
-    >>> import numpy as np
-    >>> import kbert
-    >>> maps = np.full((3, 5, 5), 0.2)
-    >>> kbert.viz.heatmap_image(maps, scale=4, columns=2).shape
-    (42, 42, 3)
+    Examples:
+        >>> import numpy as np
+        >>> import kbert
+        >>> maps = np.full((3, 5, 5), 0.2)
+        >>> kbert.viz.heatmap_image(maps, scale=4, columns=2).shape
+        (42, 42, 3)
     """
     import matplotlib
 
@@ -59,17 +58,16 @@ class AttentionImages(keras.callbacks.Callback):
       scale: pixels per probability (`heatmap_image`).
       columns: heads per row of tiles.
 
-    Example:
-
-    >>> import tempfile
-    >>> import kbert
-    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
-    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
-    >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
-    >>> callback = kbert.viz.AttentionImages(tempfile.mkdtemp(), backbone, preprocessor,
-    ...                                      "the cat sat", every=10)
-    >>> callback.tokens
-    ['[CLS]', 'the', 'cat', 'sat', '[SEP]']
+    Examples:
+        >>> import tempfile
+        >>> import kbert
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
+        >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary), sequence_length=8)
+        >>> backbone = kbert.BertBackbone(kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary)))
+        >>> callback = kbert.viz.AttentionImages(tempfile.mkdtemp(), backbone, preprocessor,
+        ...                                      "the cat sat", every=10)
+        >>> callback.tokens
+        ['[CLS]', 'the', 'cat', 'sat', '[SEP]']
     """
 
     def __init__(self, log_dir, backbone, preprocessor, text, text_pair=None, every=None,
