@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
 	touch $@
 
-.PHONY: install test test-fast quickstart constraints
+.PHONY: install test test-fast quickstart constraints docs
 install: $(VENV)/.installed
 
 # After `make test` passes on newer packages (pip install -U in .venv): pin them.
@@ -29,3 +29,7 @@ test-fast: $(VENV)/.installed
 
 quickstart: $(VENV)/.installed
 	$(VENV)/bin/kbert quickstart
+
+# The docs site (MkDocs): warnings, broken links and missing references are errors.
+docs: $(VENV)/.installed
+	$(VENV)/bin/mkdocs build --strict --site-dir site

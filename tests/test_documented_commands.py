@@ -1,5 +1,5 @@
-"""Every `kbert` command line the README and `kbert COMMAND --help` show still parses, and every
-flag that the README, the notebooks and kbert's docstrings name in passing exists: a renamed or
+"""Every `kbert` command line the README, the docs and `kbert COMMAND --help` show still parses,
+and every flag that they, the notebooks and kbert's docstrings name in passing exists: a renamed or
 removed flag breaks this test, not a reader's first try. (What the commands do is tested in
 tests/test_cli_processes.py.)"""
 
@@ -14,18 +14,20 @@ from kbert_cli.config_file import parse
 
 ROOT = pathlib.Path(__file__).parents[1]
 README = ROOT / "README.md"
-MENTIONS = [README, *sorted(ROOT.glob("notebooks/*.ipynb")), *sorted(ROOT.glob("kbert/**/*.py"))]
+PAGES = [README, *sorted(ROOT.glob("docs/**/*.md"))]
+MENTIONS = [*PAGES, *sorted(ROOT.glob("notebooks/*.ipynb")), *sorted(ROOT.glob("kbert/**/*.py"))]
 # Text that names a command without being one: `kbert COMMAND --help`, an error's prefix.
 NOT_COMMANDS = re.compile(r"^kbert (COMMAND|CMD)\b")
 
 
-def shell_lines():
-    """The `kbert ...` lines of README's shell blocks: whole commands."""
-    blocks = re.findall(r"```(?:bash|sh)\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+def shell_lines(paths=PAGES):
+    """The `kbert ...` lines of the shell blocks of `paths`: whole commands."""
+    blocks = [block for path in paths for block in
+              re.findall(r"```(?:bash|sh)\n(.*?)```", path.read_text(encoding="utf-8"), re.S)]
     return [line for block in blocks for line in block.splitlines() if line.startswith("kbert ")]
 
 
-def inline_spans(paths=(README,)):
+def inline_spans(paths=PAGES):
     """The inline `kbert SUBCOMMAND ...` spans of `paths` (one may wrap onto the next line):
     a command named in passing, often without its required arguments."""
     spans = {" ".join(s.split()) for path in paths
@@ -55,13 +57,18 @@ def parses(argv, folder):
 
 
 def test_the_readme_shows_every_command():
+    named = {argv_of(line)[0] for line in shell_lines([README]) + inline_spans([README])}
+    assert named == set(cli.build_parser().commands), named
+
+
+def test_the_docs_show_every_command():
     named = {argv_of(line)[0] for line in shell_lines() + inline_spans()}
     assert named == set(cli.build_parser().commands), named
-    assert len(shell_lines()) >= 10 and len(inline_spans()) >= 20
+    assert len(shell_lines()) >= 30 and len(inline_spans()) >= 20
 
 
 @pytest.mark.parametrize("line", shell_lines())
-def test_readme_command_parses(line, tmp_path, monkeypatch):
+def test_documented_command_parses(line, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert parses(argv_of(line), tmp_path).command == argv_of(line)[0]
 

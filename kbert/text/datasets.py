@@ -27,7 +27,8 @@ def as_tensor_data(x):
     if hasattr(x, "__next__") or isinstance(x, keras.utils.PyDataset):
         raise TypeError(f"Raw text comes as lists, arrays or a tf.data.Dataset, not as a "
                         f"{type(x).__name__} (`tf.data.Dataset.from_generator` wraps one).")
-    array = np.asarray(x, dtype=object if _holds_text(x) else None)
+    # A copy: lone surrogates are replaced in it, never in the caller's (or pandas' read-only) array.
+    array = np.array(x, dtype=object if _holds_text(x) else None)
     if array.size and array.dtype != object:
         raise TypeError(f"Give text (strings); got {array.dtype} values.")
     if array.dtype == object:
