@@ -4,7 +4,6 @@ The reference is generated from `kbert_cli.build_parser()` at build time, so it 
 from the parser.
 """
 
-import argparse
 import os
 
 from kbert_cli import build_parser
@@ -12,19 +11,12 @@ from kbert_cli import build_parser
 MARKER = "<!-- cli-reference -->"
 
 
-def _subcommands(parser):
-    for action in parser._actions:  # argparse keeps subparsers only here
-        if isinstance(action, argparse._SubParsersAction):
-            return action.choices
-    return {}
-
-
 def cli_reference() -> str:
     """Markdown for `kbert --help` and each `kbert COMMAND --help`, in the parser's order."""
     os.environ.setdefault("COLUMNS", "100")  # argparse wraps help at the terminal's width
     parser = build_parser()
     parts = ["## kbert", "", "```text", parser.format_help().rstrip(), "```", ""]
-    for name, command in _subcommands(parser).items():
+    for name, command in parser.commands.items():
         parts += [f"## kbert {name}", "", "```text", command.format_help().rstrip(), "```", ""]
     return "\n".join(parts)
 
