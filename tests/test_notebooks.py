@@ -11,8 +11,8 @@ from nbclient import NotebookClient
 
 NOTEBOOKS = pathlib.Path(__file__).parent.parent / "notebooks"
 EXPECTED = ["attention.ipynb", "checkpoints.ipynb", "multiple_choice.ipynb", "ner.ipynb",
-            "pretraining.ipynb", "question_answering.ipynb", "quickstart.ipynb",
-            "serving.ipynb", "text_classification.ipynb"]
+            "own_data.ipynb", "pretraining.ipynb", "question_answering.ipynb",
+            "quickstart.ipynb", "serving.ipynb", "text_classification.ipynb"]
 # serving.ipynb exports an untrained head; every other notebook teaches a training job.
 TRAINING = [name for name in EXPECTED if name != "serving.ipynb"]
 
