@@ -260,7 +260,7 @@ def keras_export(model, filepath, verbose=None):
     >>> classifier.export(path)
     Traceback (most recent call last):
     ...
-    FileExistsError: ... exists and is not an empty folder; model.export writes a new SavedModel: choose a new path or empty it.
+    FileExistsError: ... exists and is not an empty folder; ...
     """
     target = pathlib.Path(os.path.abspath(os.fspath(filepath)))
     check_directory_target(target, "SavedModel directory")
