@@ -41,6 +41,18 @@ _PUBLIC = {
 from kbert import models as _models, text as _text  # noqa: E402,F401
 from kbert import optimizers as _optimizers  # noqa: E402,F401
 from kbert.training import optimizer as _optimizer  # noqa: E402,F401
+from kbert.models.task import BertTask as _BertTask  # noqa: E402
+
+
+def _raw_text_export(model, filepath, verbose):
+    """`BertTask.export` with a preprocessor: `kbert.export.saved_model.keras_export`, imported
+    on first use."""
+    from kbert.export.saved_model import keras_export
+
+    keras_export(model, filepath, verbose=verbose)
+
+
+_BertTask.raw_text_export = staticmethod(_raw_text_export)
 
 
 def __getattr__(name):

@@ -2,19 +2,48 @@
 
 `quickstart()` fine-tunes the pretrained MiniLM on the movie-review sentiment data for a few
 minutes, scores the dev and test splits, exports a versioned SavedModel that takes raw text,
-then answers a few sentences through that export, loaded the way TensorFlow Serving loads it.
+then answers a few held-out test sentences through that export, loaded the way TensorFlow
+Serving loads it, each beside its gold label.
 """
 
 import pathlib
+import random
 import time
 
-SENTENCES = (
-    "A gorgeous, moving film with a terrific cast.",
-    "Dull, overlong and completely predictable.",
-    "The jokes land and the story never drags.",
-    "I wanted to walk out after twenty minutes.",
-)
 LABELS = ("negative", "positive")
+EXAMPLES = 5
+"""How many test sentences the export answers at the end."""
+EXAMPLE_SEED = 1
+"""The seed that picks them from the test split."""
+SHOWN_CHARACTERS = 70
+"""A longer sentence is printed cut to this many characters."""
+
+
+def held_out_examples(count=EXAMPLES, seed=EXAMPLE_SEED):
+    """Sentences of the sentiment task's test split, picked at random by `seed`.
+
+    Args:
+        count: how many.
+        seed: the `random.Random` seed of the choice.
+
+    Returns:
+        A list of `(sentence, gold label id)` pairs, the same for the same arguments.
+
+    Example:
+
+    >>> from kbert.quickstart import held_out_examples
+    >>> examples = held_out_examples()
+    >>> len(examples), examples == held_out_examples(), {label for _, label in examples}
+    (5, True, {0, 1})
+    """
+    from kbert.data.tasks.sentiment import sentiment_task
+
+    return random.Random(seed).sample(sentiment_task().splits["test"], count)
+
+
+def _shown(text, width=SHOWN_CHARACTERS):
+    """`text`, cut to `width` characters with "..." where longer."""
+    return text if len(text) <= width else text[:width - 3].rstrip() + "..."
 
 
 def quickstart(output_dir="runs/quickstart", export_dir="saved_models/sentiment", steps=400,
@@ -36,11 +65,13 @@ def quickstart(output_dir="runs/quickstart", export_dir="saved_models/sentiment"
                        overwrite=True)
     export_path = export_from_cli(output_dir, export_dir, label_names=list(LABELS))
     serving = tf.saved_model.load(str(export_path)).signatures["serving_default"]
-    result = serving(text=tf.constant(SENTENCES))
+    examples = held_out_examples()
+    result = serving(text=tf.constant([text for text, _ in examples]))
     answers = [
-        {"text": text, "label": label.decode(), "probability": float(max(probs))}
-        for text, label, probs in zip(SENTENCES, result["label"].numpy(),
-                                      result["probabilities"].numpy())
+        {"text": text, "gold": LABELS[gold], "label": label.decode(),
+         "probability": float(max(probs))}
+        for (text, gold), label, probs in zip(examples, result["label"].numpy(),
+                                              result["probabilities"].numpy())
     ]
     summary = {"metrics": metrics, "export": str(export_path), "answers": answers,
                "output_dir": str(pathlib.Path(output_dir)), "seconds": time.time() - start}
@@ -58,6 +89,7 @@ def _print_summary(summary):
                   f"f1 {metrics[split]['f1']:.4f}")
     print(f"  SavedModel for TF Serving: {summary['export']}")
     print(f"  metrics, model and TensorBoard logs: {summary['output_dir']}/")
-    print("  answers from the export:")
+    print("  held-out test sentences, answered by the export:")
     for answer in summary["answers"]:
-        print(f"    {answer['label']:8s} {answer['probability']:.2f}  {answer['text']}")
+        print(f"    gold {answer['gold'][:3]}  ->  {answer['label'][:3]} "
+              f"{answer['probability']:.2f}  \"{_shown(answer['text'])}\"")

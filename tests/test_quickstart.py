@@ -2,9 +2,13 @@
 path from pretrained weights to answers from an export."""
 
 import json
+import re
 
-from kbert.quickstart import LABELS, SENTENCES
+from kbert.data.tasks.sentiment import sentiment_task
+from kbert.quickstart import EXAMPLES, LABELS
 from tests.test_cli_processes import KBERT, run
+
+ANSWER = re.compile(r'^    gold (\w+)  ->  (\w+) (\d\.\d\d)  "(.+)"$')
 
 
 def test_quickstart_end_to_end(tmp_path):
@@ -13,10 +17,17 @@ def test_quickstart_end_to_end(tmp_path):
     assert (tmp_path / "served" / "1" / "saved_model.pb").is_file()
     written = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert 0.0 <= written["dev"]["accuracy"] <= 1.0 and "test" in written
-    answers = [line.split(None, 2) for line in out.splitlines()
-               if line.strip().endswith(SENTENCES) and line.startswith("    ")]
-    assert [a[2] for a in answers] == list(SENTENCES)
-    assert all(a[0] in LABELS and 0.5 <= float(a[1]) <= 1.0 for a in answers)
+    answers = [ANSWER.match(line).groups() for line in out.splitlines() if ANSWER.match(line)]
+    assert len(answers) == EXAMPLES, out
+    short = [name[:3] for name in LABELS]
+    test_split = sentiment_task().splits["test"]
+    for gold, label, probability, text in answers:
+        assert label in short and 0.5 <= float(probability) <= 1.0
+        assert len(text) <= 70
+        # a sentence of the real test split (cut where long), shown with its own gold label
+        golds = {LABELS[g][:3] for sentence, g in test_split
+                 if sentence == text or text.endswith("...") and sentence.startswith(text[:-3])}
+        assert golds == {gold}, (text, golds)
     assert f"SavedModel for TF Serving: {tmp_path / 'served' / '1'}" in out
 
     # run again, as `make quickstart` may be: its run is replaced, the export a new version

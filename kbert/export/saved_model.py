@@ -149,31 +149,130 @@ def export_saved_model(model, export_dir, preprocessor=None, version=None, label
         ('1', True, True)
     """
     base = pathlib.Path(os.path.abspath(os.fspath(export_dir)))
+    clean_export_staging(base)
+    version, target = version_directory(base, version, overwrite)
+    return write_version(model, target, preprocessor, version=version, model_name=base.name,
+                         scratch_parent=base, overwrite=True, label_names=label_names,
+                         warmup_texts=warmup_texts, sentence_pair=sentence_pair, task=task,
+                         check_ops=check_ops, squad_version=squad_version,
+                         null_threshold=null_threshold, top_k=top_k)
+
+
+def write_version(model, target, preprocessor=None, version=None, model_name=None,
+                  scratch_parent=None, overwrite=False, label_names=None, warmup_texts=None,
+                  sentence_pair=None, task=None, check_ops=True, squad_version="1.1",
+                  null_threshold=0.0, top_k=5):
+    """Writes one SavedModel directory, whole or not at all: what `export_saved_model` writes
+    as a version, and `model.export(path)` as `path` itself.
+
+    Args:
+      model, preprocessor, label_names, warmup_texts, sentence_pair, task, check_ops,
+        squad_version, null_threshold, top_k: as for `export_saved_model`.
+      target: the directory to write; it appears once complete and checked.
+      version: the version recorded in assets.extra/kbert_export.json (None: not one).
+      model_name: the model name of the warm-up requests (default: `target`'s folder name).
+      scratch_parent: where the vocabulary is staged, and a killed export's scratch cleaned
+        (default: the system's temporary folder).
+      overwrite: whether an existing `target` that holds files may be replaced.
+
+    Returns:
+      The `pathlib.Path` of `target`.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> from kbert.export.saved_model import write_version
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "film"]
+    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary),
+    ...                                       sequence_length=16)
+    >>> config = kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary))
+    >>> classifier = kbert.BertClassifier(kbert.BertBackbone(config), num_classes=2)
+    >>> path = write_version(classifier, pathlib.Path(tempfile.mkdtemp()) / "served",
+    ...                      preprocessor, warmup_texts=[])
+    >>> path.name, (path / "saved_model.pb").is_file()
+    ('served', True)
+    """
+    target = pathlib.Path(os.path.abspath(os.fspath(target)))
     if preprocessor is None:
         preprocessor = getattr(model, "preprocessor", None)
     if sentence_pair is None:
         sentence_pair = bool(getattr(model, "sentence_pair", None))
-    clean_export_staging(base)
-    version, target = version_directory(base, version, overwrite)
     module = ServingModule(model, preprocessor, task=task, label_names=label_names,
                            sentence_pair=sentence_pair, squad_version=squad_version,
                            null_threshold=null_threshold, top_k=top_k)
-    base.mkdir(parents=True, exist_ok=True)
-    scratch = pathlib.Path(tempfile.mkdtemp(prefix=f".kbert-export-{os.getpid()}-", dir=base))
+    if scratch_parent is not None:
+        pathlib.Path(scratch_parent).mkdir(parents=True, exist_ok=True)
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix=f".kbert-export-{os.getpid()}-",
+                                            dir=scratch_parent))
     try:
         if preprocessor is not None:
             module.vocabulary_file = vocabulary_asset(preprocessor, scratch)
         signatures = module.signatures()
-        with atomic_directory(target, overwrite=True) as staging:
+        with atomic_directory(target, overwrite=overwrite) as staging:
             tf.saved_model.save(module, str(staging), signatures=signatures)
             if module.classify_signature:
                 _set_method_name(staging, module.classify_signature)
             _write_extras(staging / "assets.extra", module, model, preprocessor, version,
-                          warmup_texts, model_name=base.name)
+                          warmup_texts, model_name=model_name or target.name)
             if check_ops:
                 serving_ops.check_servable(staging)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    return target
+
+
+def keras_export(model, filepath, verbose=None):
+    """`model.export(filepath)` for a kbert task with a preprocessor: the raw-text SavedModel
+    of `export_saved_model`, written into `filepath` itself (Keras' layout) rather than a
+    version folder below it.
+
+    Keras writes over whatever `filepath` holds; here a new or empty folder is required, so
+    that no file is lost and no earlier export is half replaced.
+
+    Args:
+      model: a kbert task model holding its preprocessor.
+      filepath: the SavedModel's directory; new, or an empty folder.
+      verbose: None or True prints one line naming the signatures and their inputs (Keras
+        prints every signature and captured tensor); False prints nothing.
+
+    Returns:
+      The `pathlib.Path` of the SavedModel.
+
+    Raises:
+      FileExistsError: `filepath` is a file, or a folder that holds anything.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> import kbert
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "film"]
+    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary),
+    ...                                       sequence_length=16)
+    >>> config = kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary))
+    >>> backbone = kbert.BertBackbone(config)
+    >>> classifier = kbert.BertClassifier(backbone, num_classes=2, preprocessor=preprocessor)
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "served"
+    >>> classifier.export(path)  # doctest: +ELLIPSIS
+    Saved a SavedModel of raw text at '.../served': serving_default(text), ...
+    >>> classifier.export(path)
+    Traceback (most recent call last):
+    ...
+    FileExistsError: ... exists and is not an empty folder; ...
+    """
+    target = pathlib.Path(os.path.abspath(os.fspath(filepath)))
+    check_directory_target(target, "SavedModel directory")
+    if os.path.lexists(target) and (target.is_symlink() or any(target.iterdir())):
+        raise FileExistsError(f"{target} exists and is not an empty folder; model.export "
+                              "writes a new SavedModel: choose a new path or empty it.")
+    version = int(target.name) if target.name.isdigit() else None
+    write_version(model, target, version=version,
+                  model_name=target.parent.name if version else target.name)
+    if verbose is None or verbose:
+        meta = json.loads((target / "assets.extra" / METADATA_FILE).read_text(encoding="utf-8"))
+        signatures = ", ".join(f"{name}({', '.join(info['inputs'])})"
+                               for name, info in meta["signatures"].items())
+        print(f"Saved a SavedModel of raw text at '{target}': {signatures}.")
     return target
 
 

@@ -74,6 +74,11 @@ class BertTask(keras.Model):
     """The serving signature kbert.export gives this class (a key of
     `kbert.export.serving_kinds.SERVING_KINDS`)."""
 
+    raw_text_export = None
+    """What `export` hands a model with a preprocessor to, `fn(model, filepath, verbose)`:
+    `kbert.export.saved_model.keras_export`, set by the `kbert` package, which sits above
+    both (kbert.export builds on the models, so they cannot import it)."""
+
     checkpoint_heads = None
     """Where this task's head sits in transformers', Google's and keras-hub's checkpoints (a
     `kbert.convert.task_heads.CheckpointHeads`); None where they have no such head."""
@@ -228,6 +233,44 @@ class BertTask(keras.Model):
             (2, 2)
         """
         return pretrained.task_from_pretrained(cls, name_or_dir, **kwargs)
+
+    def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None,
+               **kwargs):
+        """Keras' `export`; with a preprocessor, the SavedModel `kbert.export_saved_model`
+        writes, taking raw text.
+
+        With a preprocessor, on the TensorFlow backend, the default format and no other
+        argument, `filepath` gets the raw-text signatures of `kbert.export` (`serving_default`
+        takes strings; `serve_token_ids` the packed ids), written whole or not at all into a
+        new or empty folder (`kbert.export.saved_model.keras_export`). Otherwise Keras exports
+        the graph of packed ids.
+
+        Args:
+            filepath: the artifact's path: for a SavedModel, its directory.
+            format: Keras' formats ("tf_saved_model", "onnx", "openvino", "litert", ...).
+            verbose: whether to print what was written.
+            input_signature: Keras' input signature; given, Keras exports the ids graph.
+            **kwargs: Keras' `export` arguments; given, Keras exports.
+
+        Example:
+
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> import tensorflow as tf
+        >>> model = kbert.BertClassifier.from_pretrained("tiny", num_classes=2,
+        ...                                              sequence_length=16)
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "served"
+        >>> model.export(path, verbose=False)
+        >>> served = tf.saved_model.load(str(path)).signatures["serving_default"]
+        >>> served(text=tf.constant(["a fine movie"]))["probabilities"].shape.as_list()
+        [1, 2]
+        """
+        if (self.preprocessor is None or format != "tf_saved_model" or input_signature is not None
+                or kwargs or self.raw_text_export is None
+                or keras.backend.backend() != "tensorflow"):
+            return super().export(filepath, format=format, verbose=verbose,
+                                  input_signature=input_signature, **kwargs)
+        self.raw_text_export(self, filepath, verbose)
 
     # --- raw text in -------------------------------------------------------------------------
 
