@@ -29,12 +29,11 @@ def held_out_examples(count=EXAMPLES, seed=EXAMPLE_SEED):
     Returns:
         A list of `(sentence, gold label id)` pairs, the same for the same arguments.
 
-    Example:
-
-    >>> from kbert.quickstart import held_out_examples
-    >>> examples = held_out_examples()
-    >>> len(examples), examples == held_out_examples(), {label for _, label in examples}
-    (5, True, {0, 1})
+    Examples:
+        >>> from kbert.quickstart import held_out_examples
+        >>> examples = held_out_examples()
+        >>> len(examples), examples == held_out_examples(), {label for _, label in examples}
+        (5, True, {0, 1})
     """
     from kbert.data.tasks.sentiment import sentiment_task
 

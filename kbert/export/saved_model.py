@@ -178,20 +178,19 @@ def write_version(model, target, preprocessor=None, version=None, model_name=Non
     Returns:
       The `pathlib.Path` of `target`.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> from kbert.export.saved_model import write_version
-    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "film"]
-    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary),
-    ...                                       sequence_length=16)
-    >>> config = kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary))
-    >>> classifier = kbert.BertClassifier(kbert.BertBackbone(config), num_classes=2)
-    >>> path = write_version(classifier, pathlib.Path(tempfile.mkdtemp()) / "served",
-    ...                      preprocessor, warmup_texts=[])
-    >>> path.name, (path / "saved_model.pb").is_file()
-    ('served', True)
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> from kbert.export.saved_model import write_version
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "film"]
+        >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary),
+        ...                                       sequence_length=16)
+        >>> config = kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary))
+        >>> classifier = kbert.BertClassifier(kbert.BertBackbone(config), num_classes=2)
+        >>> path = write_version(classifier, pathlib.Path(tempfile.mkdtemp()) / "served",
+        ...                      preprocessor, warmup_texts=[])
+        >>> path.name, (path / "saved_model.pb").is_file()
+        ('served', True)
     """
     target = pathlib.Path(os.path.abspath(os.fspath(target)))
     if preprocessor is None:
@@ -242,23 +241,22 @@ def keras_export(model, filepath, verbose=None):
     Raises:
       FileExistsError: `filepath` is a file, or a folder that holds anything.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> import kbert
-    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "film"]
-    >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary),
-    ...                                       sequence_length=16)
-    >>> config = kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary))
-    >>> backbone = kbert.BertBackbone(config)
-    >>> classifier = kbert.BertClassifier(backbone, num_classes=2, preprocessor=preprocessor)
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "served"
-    >>> classifier.export(path)  # doctest: +ELLIPSIS
-    Saved a SavedModel of raw text at '.../served': serving_default(text), ...
-    >>> classifier.export(path)
-    Traceback (most recent call last):
-    ...
-    FileExistsError: ... exists and is not an empty folder; ...
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import kbert
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "film"]
+        >>> preprocessor = kbert.BertPreprocessor(kbert.BertTokenizer(vocabulary),
+        ...                                       sequence_length=16)
+        >>> config = kbert.BertConfig.preset("tiny", vocab_size=len(vocabulary))
+        >>> backbone = kbert.BertBackbone(config)
+        >>> classifier = kbert.BertClassifier(backbone, num_classes=2, preprocessor=preprocessor)
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "served"
+        >>> classifier.export(path)  # doctest: +ELLIPSIS
+        Saved a SavedModel of raw text at '.../served': serving_default(text), ...
+        >>> classifier.export(path)
+        Traceback (most recent call last):
+        ...
+        FileExistsError: ... exists and is not an empty folder; ...
     """
     target = pathlib.Path(os.path.abspath(os.fspath(filepath)))
     check_directory_target(target, "SavedModel directory")

@@ -252,18 +252,17 @@ class BertTask(keras.Model):
             input_signature: Keras' input signature; given, Keras exports the ids graph.
             **kwargs: Keras' `export` arguments; given, Keras exports.
 
-        Example:
-
-        >>> import pathlib, tempfile
-        >>> import kbert
-        >>> import tensorflow as tf
-        >>> model = kbert.BertClassifier.from_pretrained("tiny", num_classes=2,
-        ...                                              sequence_length=16)
-        >>> path = pathlib.Path(tempfile.mkdtemp()) / "served"
-        >>> model.export(path, verbose=False)
-        >>> served = tf.saved_model.load(str(path)).signatures["serving_default"]
-        >>> served(text=tf.constant(["a fine movie"]))["probabilities"].shape.as_list()
-        [1, 2]
+        Examples:
+            >>> import pathlib, tempfile
+            >>> import kbert
+            >>> import tensorflow as tf
+            >>> model = kbert.BertClassifier.from_pretrained("tiny", num_classes=2,
+            ...                                              sequence_length=16)
+            >>> path = pathlib.Path(tempfile.mkdtemp()) / "served"
+            >>> model.export(path, verbose=False)
+            >>> served = tf.saved_model.load(str(path)).signatures["serving_default"]
+            >>> served(text=tf.constant(["a fine movie"]))["probabilities"].shape.as_list()
+            [1, 2]
         """
         if (self.preprocessor is None or format != "tf_saved_model" or input_signature is not None
                 or kwargs or self.raw_text_export is None
