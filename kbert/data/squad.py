@@ -44,11 +44,11 @@ def read_squad(path):
     """Examples of a SQuAD v1.1 or v2.0 JSON file, in file order. Returns (examples, version):
     the file's "version" field ("1.1" when absent and no question is marked impossible)."""
     path = os.fspath(path)
-    text = read_utf8(path)
-    if not text.strip():
+    raw = read_utf8(path)
+    if not raw.strip():
         raise DataError(f"{path}: empty file.")
     try:
-        data = json.loads(text)
+        data = json.loads(raw)
     except json.JSONDecodeError as error:
         raise DataError(f"{path}:{error.lineno}:{error.colno}: not valid JSON ({error.msg})."
                         ) from None
@@ -61,7 +61,7 @@ def read_squad(path):
             context = paragraph.get("context")
             for qa in paragraph.get("qas", []):
                 qid = str(qa.get("id"))
-                where = f"{_position(path, text, qid)}: question {qid!r}"
+                where = _Where(path, raw, qid)
                 if not isinstance(context, str) or not context.strip():
                     raise DataError(f"{where}: empty context.")
                 question = qa.get("question")
@@ -91,14 +91,21 @@ def read_squad(path):
     return examples, version
 
 
-def _position(path, text, qid):
-    """"path:line:column" of question `qid`'s "id" in the file's `text` (just "path" where
-    the id is not spelled plainly)."""
-    found = re.search(r'"id"\s*:\s*' + re.escape(json.dumps(qid)), text)
-    if found is None:
-        return path
-    start = found.start()
-    return f"{path}:{text.count(chr(10), 0, start) + 1}:{start - text.rfind(chr(10), 0, start)}"
+class _Where:
+    """"path:line:column: question 'id'" of question `qid`, its "id" found in the file's
+    `text` only when a message needs it (just the path where the id is not spelled plainly)."""
+
+    def __init__(self, path, text, qid):
+        self.path, self.text, self.qid = path, text, qid
+
+    def __str__(self):
+        found = re.search(r'"id"\s*:\s*' + re.escape(json.dumps(self.qid)), self.text)
+        where = self.path
+        if found is not None:
+            start = found.start()
+            where += (f":{self.text.count(chr(10), 0, start) + 1}"
+                      f":{start - self.text.rfind(chr(10), 0, start)}")
+        return f"{where}: question {self.qid!r}"
 
 
 def squad_files(train, dev=None, test=None, seed=0):
