@@ -11,12 +11,18 @@ from kbert.tasks.spec import EVAL_SEED, TaskSpec, subset
 
 
 def get_spec(name, data_dir=None, **options) -> TaskSpec:
-    """The spec for task `name` (or a `kbert.data.tasks.TaskData`, or a spec, passed through)."""
+    """The spec for task `name` (or a `kbert.data.tasks.TaskData`, or one's own files as a
+    `kbert.data.own_files.DataFiles`, or a spec, passed through)."""
+    from kbert.data.own_files import DataFiles
     from kbert.data.tasks import TASKS, TaskData, load_task
     from kbert.tasks.sentence import SentenceTask
 
     if isinstance(name, TaskSpec):
         return name
+    if isinstance(name, DataFiles):
+        from kbert.tasks.own_files import file_spec
+
+        return file_spec(name, **options)
     if isinstance(name, TaskData):
         return SentenceTask(name)
     if name in ("sentence", "multiple_choice"):
