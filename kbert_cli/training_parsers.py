@@ -94,8 +94,8 @@ def finetune_parser(commands):
                                "conll (default: what the file's format makes)")
     preset = ("--preset", {"help": "train from random weights of this size preset (tiny, mini, "
                                    "small, medium, base, large)"})
-    add_settings(finetune, "files")
     add_settings(finetune, "finetune", beside={"init": [preset]})
+    add_settings(finetune, "files")
     finetune.add_argument("--data-dir", help="directory of a GLUE task's TSV files")
     _squad_options(finetune)
     _conll_options(finetune)
