@@ -59,24 +59,21 @@ def _finetune(args) -> int:
     files = DataFiles(**config_kwargs(args, "files"))
     task = args.task or "sentiment"
     if files.train_file is not None:
-        task, options = _own_files(files, args), None
+        task, options = _own_files(files, args, options), None
     metrics = finetune(task=task, data_dir=args.data_dir, task_options=options, **settings)
     _print_metrics(metrics, args.output)
     return 0
 
 
-def _own_files(files, args):
-    """The spec of `kbert finetune --train-file`, its files read and checked before any
-    output is written; says in a line when a tenth of the training file is held out."""
+def _own_files(files, args, options):
+    """The spec of `kbert finetune --train-file` with the task's `options`, its files read and
+    checked before any output is written; says in a line when a tenth of the training file is
+    held out."""
     from kbert.tasks.own_files import file_spec, held_out_note
 
     if args.data_dir is not None:
         raise ValueError("--data-dir is the folder of a built-in task's files; --train-file "
                          "names one's own.")
-    options = {k: v for k, v in (("doc_stride", args.doc_stride),
-                                 ("max_query_length", args.max_query_length),
-                                 ("null_threshold", args.null_threshold),
-                                 ("batching", args.batching)) if v is not None}
     spec = file_spec(files, task=args.task, **options)
     if note := held_out_note(files):
         print(note)
