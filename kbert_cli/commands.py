@@ -45,6 +45,7 @@ def _pretrain(args) -> int:
 
 def _finetune(args) -> int:
     """Fine-tunes on one task with the paper's recipe; metrics land in OUTPUT/metrics.json."""
+    from kbert.data.own_files import DataFiles
     from kbert.training.finetune import finetune
 
     options = {k: v for k, v in (("doc_stride", args.doc_stride),
@@ -55,10 +56,28 @@ def _finetune(args) -> int:
     settings["init"] = settings["init"] or args.preset
     if settings["init"] is None:  # FinetuneConfig's default
         del settings["init"]
-    metrics = finetune(task=args.task, data_dir=args.data_dir, task_options=options,
-                       **settings)
+    files = DataFiles(**config_kwargs(args, "files"))
+    task = args.task or "sentiment"
+    if files.train_file is not None:
+        task, options = _own_files(files, args, options), None
+    metrics = finetune(task=task, data_dir=args.data_dir, task_options=options, **settings)
     _print_metrics(metrics, args.output)
     return 0
+
+
+def _own_files(files, args, options):
+    """The spec of `kbert finetune --train-file` with the task's `options`, its files read and
+    checked before any output is written; says in a line when a tenth of the training file is
+    held out."""
+    from kbert.tasks.own_files import file_spec, held_out_note
+
+    if args.data_dir is not None:
+        raise ValueError("--data-dir is the folder of a built-in task's files; --train-file "
+                         "names one's own.")
+    spec = file_spec(files, task=args.task, **options)
+    if note := held_out_note(files):
+        print(note)
+    return spec
 
 
 METRIC_NAMES = ("accuracy", "exact_match", "precision", "recall", "f1", "matthews_corrcoef",

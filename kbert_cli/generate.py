@@ -1,7 +1,8 @@
 """Writes `kbert_cli/settings.json`: the training commands' options, from the config dataclasses.
 
-Each field of `FinetuneConfig` and `PretrainConfig` (`kbert.settings`) becomes an option: its
-flag, the check of its value, its default and its help (the class's `Args:` entry). The file
+Each field of `FinetuneConfig`, `DataFiles` (finetune's own files) and `PretrainConfig`
+(`kbert.settings`) becomes an option: its flag, the check of its value, its default and its
+help (the class's `Args:` entry). The file
 is kept in the repository so that `kbert --help` reads it without importing kbert, which loads
 TensorFlow; tests/test_cli_help.py checks that it is current.
 
@@ -72,10 +73,12 @@ def options(cls):
 
 def settings():
     """{command: its generated options}."""
+    from kbert.data.own_files import DataFiles
     from kbert.training.finetune_config import FinetuneConfig
     from kbert.training.pretrain_config import PretrainConfig
 
-    return {"finetune": options(FinetuneConfig), "pretrain": options(PretrainConfig)}
+    return {"finetune": options(FinetuneConfig), "files": options(DataFiles),
+            "pretrain": options(PretrainConfig)}
 
 
 def main(argv=None):

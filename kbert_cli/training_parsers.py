@@ -24,7 +24,7 @@ def add_settings(command, name, beside=None):
 
     Args:
         command: an argparse (sub)parser.
-        name: "finetune" or "pretrain".
+        name: "finetune", "files" (finetune's own data files) or "pretrain".
         beside: {field: [(flag, add_argument keywords)]}: options of the command's own added
             right after that field's, in its group.
     """
@@ -82,15 +82,20 @@ def finetune_parser(commands):
         "  kbert finetune --task conll --steps 400 --learning-rate 1e-4 --output runs/ner\n"
         "  kbert finetune --task squad --max-train-examples 4000 --output runs/squad\n"
         "  kbert finetune --task glue:SST-2 --data-dir glue/SST-2 --output runs/sst2\n"
+        "  kbert finetune --train-file reviews.csv --text-column review --label-column "
+        "sentiment --output runs/reviews\n"
         "  kbert finetune --steps 300 --attention-images 'A warm, funny film.' "
         "--output runs/sentiment\n"
         "  kbert finetune --config sentiment.yaml --seed 1   # flags beat the file")
-    finetune.add_argument("--task", default="sentiment",
+    finetune.add_argument("--task",
                           help="sentiment, sentiment_score, qnli, mmlu, squad, squad2, conll, "
-                               "or glue:<NAME> with --data-dir (default: sentiment)")
+                               "or glue:<NAME> with --data-dir (default: sentiment); with "
+                               "--train-file: sentence, multiple_choice, squad, squad2 or "
+                               "conll (default: what the file's format makes)")
     preset = ("--preset", {"help": "train from random weights of this size preset (tiny, mini, "
                                    "small, medium, base, large)"})
     add_settings(finetune, "finetune", beside={"init": [preset]})
+    add_settings(finetune, "files")
     finetune.add_argument("--data-dir", help="directory of a GLUE task's TSV files")
     _squad_options(finetune)
     _conll_options(finetune)

@@ -15,7 +15,7 @@ import dataclasses
 import os
 import pathlib
 
-from kbert.data.tasks import DataError
+from kbert.data.tasks import DataError, hold_out
 from kbert.text.utf8 import utf8_lines
 
 CONLL2003_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC",
@@ -118,3 +118,44 @@ def conll2003(directory=None, scheme="auto"):
     directory = pathlib.Path(directory)
     files = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
     return {split: read_conll(directory / name, scheme)[0] for split, name in files.items()}
+
+
+def conll_files(train, dev=None, test=None, scheme="auto", seed=0):
+    """{"train", "dev"[, "test"]} → sentences of one's own CoNLL-format files (`read_conll`);
+    without `dev`, a seeded tenth of `train` is held out (`hold_out`). A tag of the dev or
+    test file that the training file lacks is refused, naming its line.
+
+    Args:
+        train: the training file.
+        dev: the validation file, or None.
+        test: the test file, or None.
+        scheme: as `read_conll`.
+        seed: the seed of the held-out tenth.
+
+    Returns:
+        The splits, as lists of `TaggedSentence`.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "train.conll"
+    >>> _ = path.write_text("-DOCSTART- O\\n\\n" + "Ann B-PER\\nsings O\\n\\n" * 10)
+    >>> splits = conll_files(path)
+    >>> len(splits["train"]), len(splits["dev"]), splits["dev"][0].tags
+    (9, 1, ['B-PER', 'O'])
+    """
+    splits = {"train": read_conll(train, scheme)[0]}
+    tags = {t for s in splits["train"] for t in s.tags}
+    for split, path in (("dev", dev), ("test", test)):
+        if path is None:
+            continue
+        splits[split] = read_conll(path, scheme)[0]
+        for sentence in splits[split]:
+            for n, tag in enumerate(sentence.tags):
+                if tag not in tags:
+                    file, first = sentence.source.rsplit(":", 1)
+                    raise DataError(f"{file}:{int(first) + n}: tag {tag!r} is not in the "
+                                    f"training file's tags {sorted(tags)}.")
+    if dev is None:
+        splits["train"], splits["dev"] = hold_out(splits["train"], seed)
+    return splits

@@ -1,7 +1,9 @@
 """Fine-tuning tasks as specs for the one driver (`kbert.training.finetune`).
 
 `get_spec(name, data_dir)` knows every task `kbert finetune --task NAME` takes: the sentence,
-pair and multiple-choice tasks of `kbert.data.tasks`, SQuAD v1.1 / v2.0 and CoNLL-2003 NER.
+pair and multiple-choice tasks of `kbert.data.tasks`, SQuAD v1.1 / v2.0 and CoNLL-2003 NER,
+and one's own files (`kbert.tasks.own_files`: "sentence" and "multiple_choice" with their
+`files`, SQuAD and CoNLL with theirs).
 """
 
 from kbert import models
@@ -9,14 +11,24 @@ from kbert.tasks.spec import EVAL_SEED, TaskSpec, subset
 
 
 def get_spec(name, data_dir=None, **options) -> TaskSpec:
-    """The spec for task `name` (or a `kbert.data.tasks.TaskData`, or a spec, passed through)."""
+    """The spec for task `name` (or a `kbert.data.tasks.TaskData`, or one's own files as a
+    `kbert.data.own_files.DataFiles`, or a spec, passed through)."""
+    from kbert.data.own_files import DataFiles
     from kbert.data.tasks import TASKS, TaskData, load_task
     from kbert.tasks.sentence import SentenceTask
 
     if isinstance(name, TaskSpec):
         return name
+    if isinstance(name, DataFiles):
+        from kbert.tasks.own_files import file_spec
+
+        return file_spec(name, **options)
     if isinstance(name, TaskData):
         return SentenceTask(name)
+    if name in ("sentence", "multiple_choice"):
+        from kbert.tasks.own_files import own_task
+
+        return own_task(name, **options)
     lazy = _lazy_specs().get(name)
     if lazy is not None:
         _check_options(lazy, name, options)

@@ -15,7 +15,8 @@ BATCHING = ("length", "random")
 
 
 class ConllTask(TaskSpec):
-    """Token tagging on CoNLL-2003 (or files in its format under `data_dir`).
+    """Token tagging on CoNLL-2003 (or files in its format under `data_dir`, or one's own
+    `files`: {"train", "dev", "test"} → a path or None, read by `conll_files` with `seed`).
 
     `batching` chooses how training batches are drawn: "random" (the default) draws them
     uniformly (`random_batches`: Hugging Face's way), "length" groups sentences of similar
@@ -31,18 +32,24 @@ class ConllTask(TaskSpec):
     model_classes = (BertTokenClassifier,)
 
     def __init__(self, data_dir=None, scheme="auto", label_names=None, lstm_units=128,
-                 batching="random"):
+                 batching="random", files=None, seed=0):
         if batching not in BATCHING:
             raise ValueError(f"batching must be one of {BATCHING}, got {batching!r}.")
         self.batching = batching
         self.data_dir = data_dir
+        self.files = files  # {"train", "dev", "test"} → one's own files (`conll_files`)
+        self.seed = seed
         self.scheme = scheme
         self.lstm_units = lstm_units
         self._label_names = None if label_names is None else list(label_names)
         self._splits = None
 
     def splits(self):
-        if self._splits is None:
+        if self._splits is None and self.files:
+            from kbert.data.conll import conll_files
+
+            self._splits = conll_files(**self.files, scheme=self.scheme, seed=self.seed)
+        elif self._splits is None:
             from kbert.data.conll import conll2003
 
             self._splits = conll2003(self.data_dir, self.scheme)
@@ -171,5 +178,7 @@ class ConllTask(TaskSpec):
     def info(self):
         return {"label_names": self.label_names,
                 "task_options": {"scheme": self.scheme, "label_names": self.label_names,
-                                 "lstm_units": self.lstm_units, "batching": self.batching},
+                                 "lstm_units": self.lstm_units, "batching": self.batching,
+                                 **({"files": self.files, "seed": self.seed}
+                                    if self.files else {})},
                 "data_dir": None if self.data_dir is None else str(self.data_dir)}

@@ -21,12 +21,15 @@ def _model_inputs(examples, kind):
 
 
 class SentenceTask(TaskSpec):
-    """A `kbert.data.tasks.TaskData` (classification, regression, multiple choice)."""
+    """A `kbert.data.tasks.TaskData` (classification, regression, multiple choice); `options`:
+    the keywords that read it again from one's own files (`kbert.tasks.own_files.own_task`),
+    kept in run.json."""
 
     modes = ("finetune", "feature")
 
-    def __init__(self, task, cli_name=None, data_dir=None):
+    def __init__(self, task, cli_name=None, data_dir=None, options=None):
         self.task = task
+        self.options = options  # how to read one's own files again (`own_task`'s keywords)
         self.name = cli_name or task.name
         self.kind = task.kind
         self.metric = task.metric
@@ -164,7 +167,8 @@ class SentenceTask(TaskSpec):
     def info(self):
         return {"label_names": list(self.task.label_names) if self.task.label_names else None,
                 "num_classes": self.task.num_classes, "sentence_pair": self.task.is_pair,
-                "data_dir": None if self.data_dir is None else str(self.data_dir)}
+                "data_dir": None if self.data_dir is None else str(self.data_dir),
+                **({"task_options": self.options} if self.options else {})}
 
 
 def _align_labels(model, model_names, task_names):

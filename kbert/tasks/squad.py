@@ -26,7 +26,9 @@ def _answer_chars(example):
 
 
 class SquadTask(TaskSpec):
-    """SQuAD `version` "1.1" or "2.0" (v2.0 built from v1.1 when no v2.0 files are given)."""
+    """SQuAD `version` "1.1" or "2.0" (v2.0 built from v1.1 when no v2.0 files are given), or
+    one's own `files`: {"train", "dev", "test"} → a path or None, read by `squad_files` with
+    `seed`."""
 
     kind = "span"
     model_classes = (BertSpanLabeler,)
@@ -35,7 +37,7 @@ class SquadTask(TaskSpec):
 
     def __init__(self, version="1.1", data_dir=None, doc_stride=128, max_query_length=64,
                  n_best=20, max_answer_length=30, null_threshold=0.0,
-                 unanswerable_fraction=0.5):
+                 unanswerable_fraction=0.5, files=None, seed=0):
         from kbert.text.span_preprocessor import check_lengths
 
         if str(version) not in ("1.1", "2.0"):
@@ -44,6 +46,8 @@ class SquadTask(TaskSpec):
         self.version = str(version)
         self.name = "squad2" if self.version == "2.0" else "squad"
         self.data_dir = data_dir
+        self.files = files  # {"train", "dev", "test"} → one's own files (`squad_files`)
+        self.seed = seed
         self.options = {"doc_stride": doc_stride, "max_query_length": max_query_length,
                         "n_best": n_best, "max_answer_length": max_answer_length,
                         "null_threshold": null_threshold,
@@ -53,7 +57,14 @@ class SquadTask(TaskSpec):
 
     def splits(self):
         """{"train", "dev"}: SQuAD's test set is hidden, so dev is the reported split."""
-        if self._splits is None:
+        if self._splits is None and self.files:
+            from kbert.data.squad import squad_files
+
+            self._splits, version = squad_files(**self.files, seed=self.seed)
+            if version == "2.0" and self.version == "1.1":
+                raise ValueError(f"{self.files['train']} holds SQuAD v2.0 questions (some "
+                                 "unanswerable): fine-tune it as task squad2.")
+        elif self._splits is None:
             self._splits = _squad_splits(self.version, self.data_dir,
                                          self.options["unanswerable_fraction"])
         return self._splits
@@ -195,7 +206,8 @@ class SquadTask(TaskSpec):
         return answers[0] if single else answers
 
     def info(self):
-        return {"version": self.version, "task_options": dict(self.options),
+        files = {"files": self.files, "seed": self.seed} if self.files else {}
+        return {"version": self.version, "task_options": {**self.options, **files},
                 "data_dir": None if self.data_dir is None else str(self.data_dir)}
 
 

@@ -86,7 +86,9 @@ def finetune(task="sentiment", data_dir=None, config=None, task_options=None, **
 
     Args:
       task: a task name as `kbert finetune --task` takes it ("sentiment", "squad", "conll2003",
-        "glue:sst-2", ...), a `kbert.data.tasks.TaskData` or a `kbert.tasks.TaskSpec`.
+        "glue:sst-2", ...), one's own files as a `kbert.data.own_files.DataFiles` (e.g.
+        `DataFiles("reviews.csv", text_column="review", label_column="sentiment")`), a
+        `kbert.data.tasks.TaskData` or a `kbert.tasks.TaskSpec`.
       data_dir: the folder of the task's data files, for tasks read from disk (GLUE, or a
         local copy of a task's data); None fetches the task's own data (cached).
       config: a `FinetuneConfig` holding every setting; `settings` must then be empty.

@@ -8,7 +8,9 @@ right choice. A `TaskData` groups the splits of one data set with what a model n
 Readers
   * `read_glue_tsv` / `read_glue_dir`: GLUE's TSV layouts (CoLA, SST-2, MRPC, QQP, STS-B, MNLI,
     QNLI, RTE, WNLI), recognised from the header or named.
-  * `read_table`: CSV, TSV or JSONL files with named text / text-pair / label columns.
+  * `read_table` / `table_task`: CSV, TSV or JSONL files with named text / text-pair / label
+    columns; `table_task` reads the label names (or a regression) from the training file.
+  * `read_choices` / `choice_task`: multiple-choice questions of one's own (JSON Lines).
   * `read_movie_reviews` / `sentiment_task`: the Rotten Tomatoes snippets of Hutto & Gilbert
     (ICWSM 2014), 10,605 sentences with a mean human score in [-4, 4].
   * `read_mmlu` / `mmlu_task`: 4-way multiple-choice questions (JSONL).
@@ -29,9 +31,10 @@ padding), so short texts never pay for the preprocessor's full `sequence_length`
 `bucket=True` also groups texts of similar length into the same batches.
 """
 
-from kbert.data.tasks.common import DataError, TaskData, split_of
+from kbert.data.tasks.common import DataError, TaskData, hold_out, label_kind, split_of
 from kbert.data.tasks.glue import GLUE_LAYOUTS, glue_layout, read_glue_dir, read_glue_tsv
 from kbert.data.tasks.tables import read_table, table_task
+from kbert.data.tasks.choices import choice_task, read_choices
 from kbert.data.tasks.sentiment import MOVIE_REVIEWS_MEMBER, read_movie_reviews, sentiment_task
 from kbert.data.tasks.mmlu import mmlu_task, read_mmlu
 from kbert.data.tasks.qnli import qnli_task, sentence_spans, squad_qnli_examples

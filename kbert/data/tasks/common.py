@@ -2,6 +2,8 @@
 
 import dataclasses
 import json
+import math
+import random
 import zlib
 
 import numpy as np
@@ -63,6 +65,112 @@ class TaskData:
 def split_of(key: str) -> str:
     bucket = zlib.crc32(key.encode("utf-8")) % 10
     return "test" if bucket == 0 else "dev" if bucket == 1 else "train"
+
+
+def hold_out(examples, seed, fraction=0.1, key=None):
+    """(train, held out): a seeded `fraction` of `examples` (at least one, never all) held out,
+    both in file order. `key(example)` groups examples that must stay together (the questions
+    of one SQuAD paragraph); by default each example is its own group.
+
+    Args:
+        examples: a list of examples.
+        seed: the seed that draws the held-out groups.
+        fraction: the share of the groups held out.
+        key: a function of an example giving its group, or None.
+
+    Returns:
+        Two lists that together hold `examples`.
+
+    Example:
+
+    >>> train, dev = hold_out(list(range(20)), seed=0)
+    >>> len(train), len(dev), sorted(train + dev) == list(range(20))
+    (18, 2, True)
+    """
+    keys = [n if key is None else key(e) for n, e in enumerate(examples)]
+    groups = list(dict.fromkeys(keys))
+    if len(groups) < 2:
+        raise DataError(f"{len(examples)} example(s) in one group cannot be split into train "
+                        "and a held-out tenth: give a validation file.")
+    count = min(len(groups) - 1, max(1, math.ceil(fraction * len(groups))))
+    held = set(random.Random(seed).sample(groups, count))
+    return ([e for e, k in zip(examples, keys) if k not in held],
+            [e for e, k in zip(examples, keys) if k in held])
+
+
+def label_kind(path, labels, column):
+    """What the raw labels of a training file make: ("classification", sorted label names) or
+    ("regression", None) when some label is a number that is not an integer. Integers sort as
+    numbers, other names as text; a file mixing numbers and words is refused, naming the line.
+
+    Args:
+        path: the file, for messages.
+        labels: (line, raw label) pairs: strings (CSV, TSV) or JSON values (JSON Lines).
+        column: the label column's name, for messages.
+
+    Returns:
+        (kind, label names or None).
+
+    Example:
+
+    >>> label_kind("f.csv", [(2, "pos"), (3, "neg"), (4, "pos")], "label")
+    ('classification', ('neg', 'pos'))
+    >>> label_kind("f.csv", [(2, "10"), (3, "9")], "label")
+    ('classification', ('9', '10'))
+    >>> label_kind("f.jsonl", [(1, 0.5), (2, 3)], "label")
+    ('regression', None)
+    """
+    kinds = {}
+    for line, value in labels:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            fail(path, line, f"missing label in column {column!r}.")
+        number = _number(value)
+        kind = "word" if number is None else "number"
+        if kinds and kind not in kinds:
+            (other, (first, first_value)), = kinds.items()
+            fail(path, line, f"label {value!r} in column {column!r} is a {kind}, but line "
+                             f"{first}'s label {first_value!r} is a {other}: a file's labels "
+                             "are all names or all numbers.")
+        kinds.setdefault(kind, (line, value))
+    if "number" in kinds:
+        numbers = [_number(v) for _, v in labels]
+        if any(not float(n).is_integer() for n in numbers):
+            return "regression", None
+        return "classification", tuple(str(int(n)) for n in sorted(set(numbers)))
+    return "classification", tuple(sorted({str(v).strip() for _, v in labels}))
+
+
+def label_id(path, line, value, label_names, column):
+    """The id of a raw label among `label_names` (as `label_kind` names them: an integer
+    spelled 1, 1.0 or 01 is "1"); an unknown label is refused, naming the line."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        fail(path, line, f"missing label in column {column!r}.")
+    number = _number(value)
+    key = str(value).strip() if number is None or not float(number).is_integer() \
+        else str(int(number))
+    if key not in label_names:
+        fail(path, line, f"label {key!r} in column {column!r} is not one of the training "
+                         f"file's labels {list(label_names)}.")
+    return label_names.index(key)
+
+
+def _number(value):
+    """A label's value as a number (int or float), or None for a name."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if not isinstance(value, str):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def check_text(path, line, value, column):
