@@ -135,14 +135,13 @@ def conll_files(train, dev=None, test=None, scheme="auto", seed=0):
     Returns:
         The splits, as lists of `TaggedSentence`.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "train.conll"
-    >>> _ = path.write_text("-DOCSTART- O\\n\\n" + "Ann B-PER\\nsings O\\n\\n" * 10)
-    >>> splits = conll_files(path)
-    >>> len(splits["train"]), len(splits["dev"]), splits["dev"][0].tags
-    (9, 1, ['B-PER', 'O'])
+    Examples:
+        >>> import pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "train.conll"
+        >>> _ = path.write_text("-DOCSTART- O\\n\\n" + "Ann B-PER\\nsings O\\n\\n" * 10)
+        >>> splits = conll_files(path)
+        >>> len(splits["train"]), len(splits["dev"]), splits["dev"][0].tags
+        (9, 1, ['B-PER', 'O'])
     """
     splits = {"train": read_conll(train, scheme)[0]}
     tags = {t for s in splits["train"] for t in s.tags}

@@ -75,14 +75,13 @@ def file_kind(path):
     Returns:
         "sentence", "multiple_choice", "squad" or "conll".
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = (folder / "a.conll").write_text("-DOCSTART- O\\n\\nAnn B-PER\\n")
-    >>> _ = (folder / "b.jsonl").write_text('{"question": "?", "choices": ["a", "b"]}\\n')
-    >>> file_kind(folder / "a.conll"), file_kind(folder / "b.jsonl")
-    ('conll', 'multiple_choice')
+    Examples:
+        >>> import pathlib, tempfile
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (folder / "a.conll").write_text("-DOCSTART- O\\n\\nAnn B-PER\\n")
+        >>> _ = (folder / "b.jsonl").write_text('{"question": "?", "choices": ["a", "b"]}\\n')
+        >>> file_kind(folder / "a.conll"), file_kind(folder / "b.jsonl")
+        ('conll', 'multiple_choice')
     """
     path = pathlib.Path(path)
     first = _first_line(path)

@@ -24,14 +24,13 @@ def file_spec(files, task=None, seed=HOLD_OUT_SEED, **options):
         A `kbert.tasks.TaskSpec` whose run.json keeps the files and columns, so that `kbert
         evaluate` reads them again and `kbert predict` answers with the data's label names.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "reviews.csv"
-    >>> _ = path.write_text("review,stars\\n" + "a joy,5\\nso dull,1\\nfine,3\\n" * 4)
-    >>> spec = file_spec(DataFiles(str(path), text_column="review", label_column="stars"))
-    >>> spec.name, spec.kind, spec.task.label_names
-    ('sentence', 'classification', ('1', '3', '5'))
+    Examples:
+        >>> import pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "reviews.csv"
+        >>> _ = path.write_text("review,stars\\n" + "a joy,5\\nso dull,1\\nfine,3\\n" * 4)
+        >>> spec = file_spec(DataFiles(str(path), text_column="review", label_column="stars"))
+        >>> spec.name, spec.kind, spec.task.label_names
+        ('sentence', 'classification', ('1', '3', '5'))
     """
     if task is not None and task not in FILE_TASKS:
         raise ValueError(f"Task {task!r} does not read one's own files (train_file); those "

@@ -23,14 +23,13 @@ def read_choices(path, question_column="question", answer_column="answer"):
     Returns:
         A list of examples, every one with as many choices as the first.
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "quiz.jsonl"
-    >>> _ = path.write_text('{"question": "2 + 2?", "choices": ["3", "4"], "answer": 1}\\n'
-    ...                     '{"question": "Sky?", "choices": ["blue", "red"], "answer": "blue"}\\n')
-    >>> read_choices(path)
-    [(('2 + 2?', ('3', '4')), 1), (('Sky?', ('blue', 'red')), 0)]
+    Examples:
+        >>> import pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "quiz.jsonl"
+        >>> _ = path.write_text('{"question": "2 + 2?", "choices": ["3", "4"], "answer": 1}\\n'
+        ...                     '{"question": "Sky?", "choices": ["blue", "red"], "answer": "blue"}\\n')
+        >>> read_choices(path)
+        [(('2 + 2?', ('3', '4')), 1), (('Sky?', ('blue', 'red')), 0)]
     """
     path = os.fspath(path)
     examples = []

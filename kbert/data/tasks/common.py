@@ -81,11 +81,10 @@ def hold_out(examples, seed, fraction=0.1, key=None):
     Returns:
         Two lists that together hold `examples`.
 
-    Example:
-
-    >>> train, dev = hold_out(list(range(20)), seed=0)
-    >>> len(train), len(dev), sorted(train + dev) == list(range(20))
-    (18, 2, True)
+    Examples:
+        >>> train, dev = hold_out(list(range(20)), seed=0)
+        >>> len(train), len(dev), sorted(train + dev) == list(range(20))
+        (18, 2, True)
     """
     keys = [n if key is None else key(e) for n, e in enumerate(examples)]
     groups = list(dict.fromkeys(keys))
@@ -111,14 +110,13 @@ def label_kind(path, labels, column):
     Returns:
         (kind, label names or None).
 
-    Example:
-
-    >>> label_kind("f.csv", [(2, "pos"), (3, "neg"), (4, "pos")], "label")
-    ('classification', ('neg', 'pos'))
-    >>> label_kind("f.csv", [(2, "10"), (3, "9")], "label")
-    ('classification', ('9', '10'))
-    >>> label_kind("f.jsonl", [(1, 0.5), (2, 3)], "label")
-    ('regression', None)
+    Examples:
+        >>> label_kind("f.csv", [(2, "pos"), (3, "neg"), (4, "pos")], "label")
+        ('classification', ('neg', 'pos'))
+        >>> label_kind("f.csv", [(2, "10"), (3, "9")], "label")
+        ('classification', ('9', '10'))
+        >>> label_kind("f.jsonl", [(1, 0.5), (2, 3)], "label")
+        ('regression', None)
     """
     kinds = {}
     for line, value in labels:

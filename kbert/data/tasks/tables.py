@@ -106,16 +106,15 @@ def table_task(train, dev=None, test=None, name="custom", num_classes=None, seed
     Returns:
         A `TaskData` with "train", "dev" and, given `test`, "test".
 
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "train.csv"
-    >>> _ = path.write_text("review,sentiment\\n" + "a joy,pos\\nso dull,neg\\n" * 5)
-    >>> task = table_task(path, text_column="review", label_column="sentiment")
-    >>> task.kind, task.label_names, len(task.splits["train"]), len(task.splits["dev"])
-    ('classification', ('neg', 'pos'), 9, 1)
-    >>> task.splits["train"][0]
-    ('a joy', 1)
+    Examples:
+        >>> import pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "train.csv"
+        >>> _ = path.write_text("review,sentiment\\n" + "a joy,pos\\nso dull,neg\\n" * 5)
+        >>> task = table_task(path, text_column="review", label_column="sentiment")
+        >>> task.kind, task.label_names, len(task.splits["train"]), len(task.splits["dev"])
+        ('classification', ('neg', 'pos'), 9, 1)
+        >>> task.splits["train"][0]
+        ('a joy', 1)
     """
     if columns.get("label_names") is not None or columns.get("regression") or num_classes:
         splits = {"train": read_table(train, **columns)}
