@@ -4,7 +4,9 @@ File format: one token per line, columns separated by spaces (word first, NER ta
 POS and chunk columns in between are ignored), a blank line between sentences, and
 "-DOCSTART-" lines between documents (skipped, they are not sentences). Tags are IOB1 in the
 original shared-task files and IOB2 (BIO) in most redistributed copies; `read_conll` detects
-which and returns IOB2 (IOB1 → IOB2: an I-X that begins a chunk becomes B-X).
+which and returns IOB2 (IOB1 → IOB2: an I-X that begins a chunk becomes B-X). A file whose
+tags have no B-/I- prefix (parts of speech, say) is read as "plain": each tagged word is a
+chunk of its own, X → B-X, so the scores count words.
 
 The word → word-piece alignment (only a word's first sub-token carries its label) and the
 decoding back to entities are graph ops (`kbert.text.token_preprocessor`,
@@ -20,7 +22,7 @@ from kbert.text.utf8 import utf8_lines
 
 CONLL2003_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC",
                     "I-MISC")
-SCHEMES = ("auto", "iob1", "iob2")
+SCHEMES = ("auto", "iob1", "iob2", "plain")
 
 
 @dataclasses.dataclass
@@ -30,9 +32,8 @@ class TaggedSentence:
     source: str = ""  # "path:line" of the sentence's first word
 
 
-def _check_tag(tag, where):
-    if tag != "O" and not (len(tag) > 2 and tag[0] in "BI" and tag[1] == "-"):
-        raise DataError(f"{where}: tag {tag!r} is not O, B-TYPE or I-TYPE.")
+def _is_chunk_tag(tag):
+    return len(tag) > 2 and tag[0] in "BI" and tag[1] == "-"
 
 
 def starts_chunk_as_inside(tags):
@@ -62,15 +63,27 @@ def detect_scheme(sentences):
 
 
 def read_conll(path, scheme="auto"):
-    """Sentences of a CoNLL-2003 file, tags in IOB2. `scheme`: "iob1", "iob2" or "auto"
-    (detected: IOB1 if any chunk starts with I-). Returns (sentences, scheme found).
+    """Sentences of a CoNLL-2003 file, tags in IOB2. `scheme`: "iob1", "iob2", "plain" (tags
+    without B-/I-: X → B-X) or "auto" (plain if no tag has a B-/I- prefix, else IOB1 if any
+    chunk starts with I-, else IOB2). Returns (sentences, scheme found).
 
     A file declared "iob2" that has a chunk starting with I- raises `DataError`; so do a line
-    without a tag column and a tag that is not O / B-X / I-X ("path:line: ...")."""
+    without a tag column and, in an IOB file, a tag that is not O / B-X / I-X
+    ("path:line: ...").
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "pos.conll"
+        >>> _ = path.write_text("The DT\\ncat NN\\nsat VBD\\n")
+        >>> sentences, scheme = read_conll(path)
+        >>> scheme, sentences[0].tags
+        ('plain', ['B-DT', 'B-NN', 'B-VBD'])
+    """
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}.")
     path = os.fspath(path)
     sentences, words, tags, first = [], [], [], None
+    first_plain = first_chunk = None  # (line, tag) of the first tag of each form
 
     def flush():
         nonlocal words, tags, first
@@ -89,7 +102,11 @@ def read_conll(path, scheme="auto"):
             continue
         if len(columns) < 2:
             raise DataError(f"{path}:{number}: expected 'word ... tag', got {line!r}.")
-        _check_tag(columns[-1], f"{path}:{number}")
+        tag = columns[-1]
+        if _is_chunk_tag(tag):
+            first_chunk = first_chunk or (number, tag)
+        elif tag != "O":
+            first_plain = first_plain or (number, tag)
         if first is None:
             first = number
         words.append(columns[0])
@@ -97,6 +114,15 @@ def read_conll(path, scheme="auto"):
     flush()
     if not sentences:
         raise DataError(f"{path}: no sentences.")
+    if scheme == "plain" or (scheme == "auto" and first_plain and not first_chunk):
+        for s in sentences:
+            s.tags = [t if t == "O" else "B-" + t for t in s.tags]
+        return sentences, "plain"
+    if first_plain:
+        line, tag = first_plain
+        raise DataError(f"{path}:{line}: tag {tag!r} is not O, B-TYPE or I-TYPE"
+                        + (f", as the file's other tags are (line {first_chunk[0]}: "
+                           f"{first_chunk[1]!r})." if first_chunk else "."))
     found = detect_scheme(sentences)
     if scheme == "iob2" and found == "iob1":
         bad = next(s for s in sentences if starts_chunk_as_inside(s.tags))
@@ -143,12 +169,13 @@ def conll_files(train, dev=None, test=None, scheme="auto", seed=0):
         >>> len(splits["train"]), len(splits["dev"]), splits["dev"][0].tags
         (9, 1, ['B-PER', 'O'])
     """
-    splits = {"train": read_conll(train, scheme)[0]}
+    splits, found = {}, None
+    splits["train"], found = read_conll(train, scheme)
     tags = {t for s in splits["train"] for t in s.tags}
     for split, path in (("dev", dev), ("test", test)):
         if path is None:
             continue
-        splits[split] = read_conll(path, scheme)[0]
+        splits[split] = read_conll(path, "plain" if found == "plain" else scheme)[0]
         for sentence in splits[split]:
             for n, tag in enumerate(sentence.tags):
                 if tag not in tags:

@@ -5,6 +5,7 @@ import seqeval.metrics
 
 from kbert.data.conll import (
     CONLL2003_LABELS,
+    conll_files,
     detect_scheme,
     iob1_to_iob2,
     read_conll,
@@ -73,9 +74,27 @@ def test_bad_lines_name_the_file_and_line(tmp_path):
     bad.write_text("EU NNP B-NP B-ORG\nrejects\n")
     with pytest.raises(DataError, match="bad.txt:2"):
         read_conll(bad)
-    bad.write_text("EU NNP B-NP ORG\n")
-    with pytest.raises(DataError, match="bad.txt:1: tag 'ORG'"):
+    bad.write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP ORG\n")  # an IOB file's stray tag
+    with pytest.raises(DataError, match="bad.txt:2: tag 'ORG' is not O, B-TYPE or I-TYPE, as "
+                                        "the file's other tags are \\(line 1: 'B-ORG'\\)"):
         read_conll(bad)
+
+
+def test_tags_without_prefixes_tag_each_word(tmp_path):
+    """A tag set of any names (parts of speech): each tagged word is a chunk of its own, so
+    entity scores count words, and a dev file is read the way its training file was."""
+    train, dev = tmp_path / "pos.conll", tmp_path / "pos-dev.conll"
+    train.write_text("The DT\ncat NN\nsat VBD\n\nA DT\ndog NN\n.  O\n")
+    dev.write_text("The DT\ndog NN\n")
+    sentences, scheme = read_conll(train)
+    assert scheme == "plain"
+    assert [s.tags for s in sentences] == [["B-DT", "B-NN", "B-VBD"], ["B-DT", "B-NN", "O"]]
+    assert entity_spans(sentences[0].tags) == [("DT", 0, 0), ("NN", 1, 1), ("VBD", 2, 2)]
+    splits = conll_files(train, dev)
+    assert splits["dev"][0].tags == ["B-DT", "B-NN"]
+    dev.write_text("The DT\ndog JJ\n")
+    with pytest.raises(DataError, match="pos-dev.conll:2: tag 'B-JJ' is not in the training"):
+        conll_files(train, dev)
 
 
 def test_real_conll2003_files():
