@@ -11,24 +11,6 @@ def replicas_in_sync():
     return tf.distribute.get_strategy().num_replicas_in_sync
 
 
-def without_autotune(dataset):
-    """`dataset` with tf.data's autotuning thread off, unless its options turn it on.
-
-    Destroying an iterator waits for that thread's next wake-up (TF 2.21: `RootDataset::
-    Iterator`'s destructor joins it), and the thread's sleep doubles up to a minute while the
-    iterator lives. A `fit` could return seconds after its last step, and an iterator kept
-    alive by an error's traceback stalled whichever later call collected it
-    (`benchmarks/README.md`, "tf.data's autotuning thread"). Without the thread a map with
-    AUTOTUNE parallelism runs on every core. A dataset whose options set `autotune.enabled = True` is left as it is."""
-    import tensorflow as tf
-
-    if dataset.options().autotune.enabled is not None:
-        return dataset
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return dataset.with_options(options)
-
-
 def has_gpu():
     """Whether TensorFlow sees a GPU."""
     import tensorflow as tf

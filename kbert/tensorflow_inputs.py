@@ -16,7 +16,7 @@ allowed range, before the model runs.
 import tensorflow as tf
 
 from kbert.config import INPUT_KEYS
-from kbert.tensorflow_backend import without_autotune
+from kbert.compat import without_autotune
 
 
 def _in_range(values, allowed, low, high):

@@ -16,6 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "kbert"
 
 FLOORS = {
     "kbert.config": 0, "kbert.config_checks": 0, "kbert.atomic": 0, "kbert.tensorflow_backend": 0,
+    "kbert.compat": 0,  # workarounds for upstream bugs
     "kbert.outputs": 0, "kbert.model_files": 0, "kbert.data.sources": 0, "kbert.settings": 0,
     "kbert.text.tokenizer_files": 0,  # vocab.txt and casing files, read by convert and presets
     "kbert.layers": 1, "kbert.optimizers": 1, "kbert.evaluation": 1,

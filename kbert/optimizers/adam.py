@@ -5,7 +5,7 @@ fine-tuning and pre-training optimizer (`kbert.training.make_optimizer`)."""
 import keras
 from keras import ops
 
-from kbert.optimizers.mixins import SavedDecayExclusions, SummedDenseGradients
+from kbert.compat import SavedDecayExclusions, SummedDenseGradients
 
 
 class AlgorithmOneStep:

@@ -12,7 +12,7 @@ BERT) are excluded from the layer adaptation too, as in the reference implementa
 import keras
 from keras import ops
 
-from kbert.optimizers.mixins import SavedDecayExclusions, SummedDenseGradients
+from kbert.compat import SavedDecayExclusions, SummedDenseGradients
 
 
 @keras.saving.register_keras_serializable(package="kbert")

@@ -7,7 +7,7 @@ keras-hub's tasks do: strings stay strings until the batch is packed inside tf.d
 import keras
 import numpy as np
 
-from kbert import tensorflow_backend
+from kbert import compat
 from kbert.text.tf_libs import tf
 from kbert.text.trim import trim_to_longest
 from kbert.text.utf8 import without_lone_surrogates
@@ -136,10 +136,10 @@ def _check_batched(dataset):
 
 def prefetched(dataset):
     """`dataset` prefetched, with tf.data's autotuning thread off
-    (`kbert.tensorflow_backend.without_autotune`): without it, every `fit`, `evaluate` or
+    (`kbert.compat.without_autotune`): without it, every `fit`, `evaluate` or
     `predict` over a dataset could end with up to a minute of nothing (a 20-batch `fit` whose
     last step ended at 6.7 s returned at 10.2 s, in 4 of 7 such calls; none with it off)."""
-    return tensorflow_backend.without_autotune(dataset.prefetch(tf.data.AUTOTUNE))
+    return compat.without_autotune(dataset.prefetch(tf.data.AUTOTUNE))
 
 
 def _cut(pad_to_multiple_of):

@@ -115,7 +115,8 @@ def _inputs(config):
 
 
 def _pretrain(config, output):
-    from kbert.training.distribution import check_jit_compile, get_strategy
+    from kbert.compat import check_jit_compile
+    from kbert.training.distribution import get_strategy
     from kbert.training.jax_distribution import check_jax_run, run_scope
 
     strategy = get_strategy(config.strategy)

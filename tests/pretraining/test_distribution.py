@@ -80,7 +80,8 @@ MIRRORED = textwrap.dedent("""
     from kbert.models.pretrainer import BertPretrainer
     from kbert.presets import resolve
     from kbert.text import BertTokenizer
-    from kbert.training.distribution import check_jit_compile, get_strategy
+    from kbert.compat import check_jit_compile
+    from kbert.training.distribution import get_strategy
     from kbert.training.optimizer import make_optimizer
     
     tokenizer = BertTokenizer.from_pretrained(resolve("minilm_l6_h384_uncased"))

@@ -1,5 +1,5 @@
 """kbert's datasets, and the user's datasets its models read, run without tf.data's autotuning
-thread (`kbert.tensorflow_backend.without_autotune`): destroying an iterator waits for that
+thread (`kbert.compat.without_autotune`): destroying an iterator waits for that
 thread's next wake-up, which came up to a minute after the last step of a `fit` (README, "Side
 by side")."""
 
@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from kbert.data.tasks import make_dataset
-from kbert.tensorflow_backend import without_autotune
+from kbert.compat import without_autotune
 from kbert.text.datasets import batched_dataset, length_bucketed, packed_batches, random_batches
 from tests.tasks.helpers import preprocessor
 
