@@ -168,7 +168,7 @@ def run_kbert(budget, workdir):
     import keras
     import numpy as np
 
-    from benchmarks.pretrain_quality_hf import load_batches
+    from benchmarks.pretrain_quality_hf import load_batches, progress
     from kbert.models.pretrained import load_backbone_and_tokenizer
     from kbert.models.pretrainer import BertPretrainer
     from kbert.presets import load_pretraining_heads
@@ -190,10 +190,12 @@ def run_kbert(budget, workdir):
     heldout = fit_dataset(load_batches(workdir / "heldout.npz"), batch_size, False)
     record = step_recorder(model, heldout, budget["eval_every"], steps)
     record.curve.append({"step": 0, **_scores(evaluate(model, heldout, True))})
+    progress("kbert", record.curve[-1])
     model.fit(fit_dataset(train, batch_size, True), epochs=steps, steps_per_epoch=1,
               verbose=0, callbacks=[record])
     if record.curve[-1]["step"] != steps:
         record.curve.append({"step": steps, **_scores(evaluate(model, heldout, True))})
+        progress("kbert", record.curve[-1])
     final = {k: v for k, v in record.curve[-1].items() if k != "step"}
     inner = getattr(model.optimizer, "inner_optimizer", model.optimizer)
     rates = [float(inner._learning_rate(s)) for s in range(steps)]
@@ -212,6 +214,7 @@ def step_recorder(model, heldout, every, steps):
     `every` steps (made here: the parent and the transformers side do not import Keras)."""
     import keras
 
+    from benchmarks.pretrain_quality_hf import progress
     from kbert.training.pretrain import evaluate
 
     class StepRecord(keras.callbacks.Callback):
@@ -230,6 +233,7 @@ def step_recorder(model, heldout, every, steps):
             if (epoch + 1) % every == 0 or epoch + 1 == steps:
                 self.curve.append({"step": epoch + 1,
                                    **_scores(evaluate(model, heldout, True))})
+                progress("kbert", self.curve[-1])
 
     return StepRecord()
 

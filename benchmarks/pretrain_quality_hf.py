@@ -15,6 +15,7 @@ torch (AdamW, ε 1e-6 as Algorithm 1 puts it, decay off LayerNorm weights and bi
 warmup then linear decay), with global-norm clipping at 1.0.
 """
 
+import sys
 import time
 
 import numpy as np
@@ -84,6 +85,13 @@ def evaluate(model, arrays, batch_size):
             "mlm_loss": mlm_loss / batches, "nsp_loss": nsp_loss / batches}
 
 
+def progress(side, point):
+    """One line on stderr per held-out scoring: a long run's log shows where it is."""
+    print(f"[pretrain_quality] {side} step {point['step']}: mlm_accuracy "
+          f"{point['mlm_accuracy']:.4f}, nsp_accuracy {point['nsp_accuracy']:.4f}",
+          file=sys.stderr, flush=True)
+
+
 def no_decay_count(optimizer):
     """The number of parameter values the optimizer does not decay (the group with decay 0)."""
     return sum(p.numel() for group in optimizer.param_groups if group["weight_decay"] == 0
@@ -108,6 +116,7 @@ def pretrain(init_dir, train_file, heldout_file, budget, dtype="float32"):
     for step in range(steps):
         if step % every == 0:
             curve.append({"step": step, **evaluate(model, heldout, batch_size)})
+            progress(f"hf ({dtype})", curve[-1])
         batch = model_inputs(train, slice(step * batch_size, (step + 1) * batch_size))
         rates.append(scheduler.get_last_lr()[0])
         start = time.perf_counter()
@@ -121,6 +130,7 @@ def pretrain(init_dir, train_file, heldout_file, budget, dtype="float32"):
         seconds.append(time.perf_counter() - start)
     final = evaluate(model, heldout, batch_size)
     curve.append({"step": steps, **final})
+    progress(f"hf ({dtype})", curve[-1])
     return {**final, "losses": losses, "learning_rates": rates, "step_seconds": seconds,
             "curve": curve, "no_decay_values": no_decay_count(optimizer),
             "parameters": sum(p.numel() for p in model.parameters()), "dtype": dtype}
