@@ -266,8 +266,15 @@ def side_main(side, budget_file, output_file):
 
 
 def run_side(side, budget, workdir):
-    """Runs one side in a fresh process of this script; returns its result."""
+    """Runs one side in a fresh process of this script; returns its result. A side whose
+    result `workdir` already holds for this budget is not run again (an interrupted run
+    resumes)."""
     budget_file, output_file = workdir / "budget.json", workdir / f"{side}-result.json"
+    if (output_file.is_file() and budget_file.is_file()
+            and json.loads(budget_file.read_text()) == budget):
+        print(f"[pretrain_quality] {side}: kept from {output_file}", file=sys.stderr)
+        return json.loads(output_file.read_text())
+    output_file.unlink(missing_ok=True)
     budget_file.write_text(json.dumps(budget))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
     print(f"[pretrain_quality] {side} ...", file=sys.stderr, flush=True)
@@ -359,7 +366,8 @@ def parse_args(argv=None):
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/pretrain_quality.json"))
     parser.add_argument("--workdir", default=None,
                         help="keep the initial weights, the batches and each side's full "
-                             "record (per-step seconds) here (default: a temporary folder)")
+                             "record (per-step seconds) here, and reuse the results it holds "
+                             "for the same budget (default: a temporary folder)")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny budget: 10 steps of batch 4 at length 32 on 60 documents")
     parser.add_argument("--side", choices=("data", "kbert", "hf", "hf64"),
