@@ -195,9 +195,6 @@ def run_kbert(budget, workdir):
     progress("kbert", record.curve[-1])
     model.fit(fit_dataset(train, batch_size, True), epochs=steps, steps_per_epoch=1,
               verbose=0, callbacks=[record])
-    if record.curve[-1]["step"] != steps:
-        record.curve.append({"step": steps, **_scores(evaluate(model, heldout, True))})
-        progress("kbert", record.curve[-1])
     final = {k: v for k, v in record.curve[-1].items() if k != "step"}
     inner = getattr(model.optimizer, "inner_optimizer", model.optimizer)
     rates = [float(inner._learning_rate(s)) for s in range(steps)]
