@@ -18,9 +18,9 @@ parameter values it leaves undecayed, which must agree.
 (MLM averaged over the real predictions + NSP) at every step; the result is the largest
 absolute difference over the steps, the first step where it exceeds `TOLERANCE`, and the
 tolerance; with `--hf-float64`, transformers is trained once more in float64 and both sides'
-float32 losses are compared with that reference too. `--mode quality`: dropout 0.1 (the paper's); held-out MLM and NSP accuracy every
-`--eval-every` steps and sequences per second (over the training steps after the first, which
-builds kbert's graph) for each side.
+float32 losses are compared with that reference too. `--mode quality`: dropout 0.1 (the
+paper's); held-out MLM and NSP accuracy every `--eval-every` steps and sequences per second
+(over the training steps after the first, which builds kbert's graph) for each side.
 
     python benchmarks/pretrain_quality.py --mode equality --preset tiny --steps 200
     python benchmarks/pretrain_quality.py --mode quality --preset mini --steps 2000
