@@ -169,7 +169,7 @@ def conll_files(train, dev=None, test=None, scheme="auto", seed=0):
         >>> len(splits["train"]), len(splits["dev"]), splits["dev"][0].tags
         (9, 1, ['B-PER', 'O'])
     """
-    splits, found = {}, None
+    splits = {}
     splits["train"], found = read_conll(train, scheme)
     tags = {t for s in splits["train"] for t in s.tags}
     for split, path in (("dev", dev), ("test", test)):

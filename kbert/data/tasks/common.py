@@ -120,8 +120,7 @@ def label_kind(path, labels, column):
     """
     kinds = {}
     for line, value in labels:
-        if value is None or (isinstance(value, str) and not value.strip()):
-            fail(path, line, f"missing label in column {column!r}.")
+        _check_present(path, line, value, column)
         number = _number(value)
         kind = "word" if number is None else "number"
         if kinds and kind not in kinds:
@@ -141,8 +140,7 @@ def label_kind(path, labels, column):
 def label_id(path, line, value, label_names, column):
     """The id of a raw label among `label_names` (as `label_kind` names them: an integer
     spelled 1, 1.0 or 01 is "1"); an unknown label is refused, naming the line."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        fail(path, line, f"missing label in column {column!r}.")
+    _check_present(path, line, value, column)
     number = _number(value)
     key = str(value).strip() if number is None or not float(number).is_integer() \
         else str(int(number))
@@ -150,6 +148,12 @@ def label_id(path, line, value, label_names, column):
         fail(path, line, f"label {key!r} in column {column!r} is not one of the training "
                          f"file's labels {list(label_names)}.")
     return label_names.index(key)
+
+
+def _check_present(path, line, value, column):
+    """Refuses a missing or blank label, naming its line."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        fail(path, line, f"missing label in column {column!r}.")
 
 
 def _number(value):
@@ -182,8 +186,7 @@ def check_text(path, line, value, column):
 
 
 def parse_label(path, line, value, label_names, regression, column):
-    if value is None or (isinstance(value, str) and not value.strip()):
-        fail(path, line, f"missing label in column {column!r}.")
+    _check_present(path, line, value, column)
     if regression:
         try:
             score = float(value)

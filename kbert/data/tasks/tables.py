@@ -27,12 +27,12 @@ def table_records(path, columns, format=None):
     `record` maps column names to values. A CSV or TSV header that lacks one of `columns`,
     an empty file and a row with more fields than the header are refused, naming the line."""
     path = os.fspath(path)
-    if table_format(path, format) == "jsonl":
+    format = table_format(path, format)
+    if format == "jsonl":
         yield from jsonl_records(path, utf8_lines(path))
         return
     with io.StringIO(read_utf8(path), newline="") as f:
-        reader = csv.DictReader(f, delimiter="," if table_format(path, format) == "csv"
-                                else "\t")
+        reader = csv.DictReader(f, delimiter="," if format == "csv" else "\t")
         if reader.fieldnames is None:
             raise DataError(f"{path}: empty file.")
         missing = [c for c in columns if c not in reader.fieldnames]
