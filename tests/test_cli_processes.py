@@ -125,8 +125,19 @@ def test_evaluate_predict_load_model_and_export_agree_in_new_processes(sentiment
     np.testing.assert_allclose(served[1], predicted["probabilities"], atol=1e-5)
 
 
+def cli(capsys, *command):
+    """`kbert command` in this process (`kbert_cli.main`): (exit status, stdout, stderr). For
+    what a new process adds nothing to: refusals, and answers other tests get from one."""
+    from kbert_cli import main
+
+    capsys.readouterr()
+    status = main([str(c) for c in command])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
 @pytest.mark.slow
-def test_finetune_keeps_a_finished_run_and_evaluate_its_scores(sentiment_run, tmp_path):
+def test_finetune_keeps_a_finished_run_and_evaluate_its_scores(sentiment_run, tmp_path, capsys):
     """Re-running finetune into a finished run is refused before any work (`--overwrite`
     replaces it: tests/test_kills.py); evaluating the run on another task writes beside its
     own scores, not over them; an --output that is a file is named, for both commands."""
@@ -137,38 +148,39 @@ def test_finetune_keeps_a_finished_run_and_evaluate_its_scores(sentiment_run, tm
                                  encoding="utf-8")
     (tmp_path / "file").write_text("")
     before = (sentiment_run / "model.keras").stat().st_mtime_ns
-    done = [subprocess.run([str(c) for c in KBERT + command], capture_output=True, text=True,
-                           timeout=900) for command in (
+    done = [cli(capsys, *command) for command in (
         ["finetune", "--preset", "tiny", "--steps", "1", "--output", sentiment_run],
         ["finetune", "--preset", "tiny", "--steps", "1", "--output", tmp_path / "file"],
         ["evaluate", sentiment_run, "--output", tmp_path / "file"],
         ["evaluate", sentiment_run, "--task", "glue:SST-2", "--data-dir", glue, "--split",
          "dev"])]
-    assert [d.returncode for d in done] == [2, 2, 2, 0], [d.stderr[-2000:] for d in done]
+    assert [d[0] for d in done] == [2, 2, 2, 0], [d[2][-2000:] for d in done]
     assert f"{sentiment_run} holds a finished 'sentiment' run; pass --overwrite to train " \
-        "afresh" in done[0].stderr
+        "afresh" in done[0][2]
     assert (sentiment_run / "model.keras").stat().st_mtime_ns == before
-    assert f"{tmp_path / 'file'} is a file" in done[1].stderr
-    assert f"{tmp_path / 'file'} is a file, not a directory for --output" in done[2].stderr
+    assert f"{tmp_path / 'file'} is a file" in done[1][2]
+    assert f"{tmp_path / 'file'} is a file, not a directory for --output" in done[2][2]
     other = json.loads((sentiment_run / "eval_glue-SST-2_dev" / "metrics.json").read_text())
     assert other["task"] == "glue:SST-2" and other["examples"] == 2
 
 
 @pytest.mark.slow
-def test_predict_reads_bytes_that_are_not_utf8_as_google_does(sentiment_run, tmp_path):
-    """A shell passes bytes: Python holds those that are not UTF-8 as lone surrogates, which
-    TensorFlow refused ("Unable to convert element to UTF-8"). They read as U+FFFD, which the
-    tokenizer deletes (Google's `_clean_text`), as does a JSON line's lone "\\ud800"."""
+def test_predict_reads_bytes_that_are_not_utf8_as_google_does(sentiment_run, tmp_path, capsys):
+    """A shell passes bytes: Python holds those that are not UTF-8 as lone surrogates (as
+    `os.fsdecode` gives them here), which TensorFlow refused ("Unable to convert element to
+    UTF-8"). They read as U+FFFD, which the tokenizer deletes (Google's `_clean_text`), as does
+    a JSON line's lone "\\ud800"."""
     (tmp_path / "in.jsonl").write_text('{"text": "bad \\ud800 byte"}\n', encoding="utf-8")
-    answers = run_together(*(KBERT + ["predict", sentiment_run, *args] for args in (
+    answers = [cli(capsys, "predict", sentiment_run, *args) for args in (
         ["--text", os.fsdecode(b"bad \xff byte")], ["--text", "bad byte"],
-        ["--input", tmp_path / "in.jsonl"])))
-    bad, plain, from_file = (json.loads(out) for out, _ in answers)
+        ["--input", tmp_path / "in.jsonl"])]
+    assert [status for status, _, _ in answers] == [0, 0, 0]
+    bad, plain, from_file = (json.loads(out) for _, out, _ in answers)
     assert bad == plain == from_file
 
 
 @pytest.mark.slow
-def test_a_run_whose_model_is_of_another_task_is_named(sentiment_run, tmp_path):
+def test_a_run_whose_model_is_of_another_task_is_named(sentiment_run, tmp_path, capsys):
     """model.keras copied in from another run (a tagger under a sentiment run.json): predict
     ended in a traceback (IndexError) and export in a message about label counts."""
     from tests.tasks.test_tagging_long_text import tagger
@@ -177,12 +189,9 @@ def test_a_run_whose_model_is_of_another_task_is_named(sentiment_run, tmp_path):
     mixed.mkdir()
     (mixed / "run.json").write_bytes((sentiment_run / "run.json").read_bytes())
     tagger().save(mixed / "model.keras")
-    procs = [subprocess.Popen([str(c) for c in KBERT + command], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for command in (
-        ["predict", mixed, "--text", TEXT], ["export", mixed, tmp_path / "served"])]
-    for proc in procs:
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 2, err[-3000:]
+    for command in (["predict", mixed, "--text", TEXT], ["export", mixed, tmp_path / "served"]):
+        status, _, err = cli(capsys, *command)
+        assert status == 2, err[-3000:]
         assert f"{mixed}: its model.keras does not fit its run.json (Task 'sentiment' takes " \
             "a BertClassifier or BertFeatureClassifier; the model is a BertTokenClassifier); " \
             "were they written by different runs?" in err
@@ -190,39 +199,39 @@ def test_a_run_whose_model_is_of_another_task_is_named(sentiment_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_export_refuses_pairs_for_a_single_sentence_run(sentiment_run, tmp_path):
+def test_export_refuses_pairs_for_a_single_sentence_run(sentiment_run, tmp_path, capsys):
     """`kbert export RUN OUT --pair` of a run trained on single sentences served it pairs
     without a word."""
-    proc = subprocess.run([str(c) for c in KBERT + ["export", sentiment_run,
-                                                     tmp_path / "served", "--pair"]],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert proc.stderr.strip().endswith(
+    status, _, err = cli(capsys, "export", sentiment_run, tmp_path / "served", "--pair")
+    assert status == 2, err[-3000:]
+    assert err.strip().endswith(
         "answers task 'sentiment' with single sentences, as it was trained: --pair would "
-        "serve it text pairs it never saw."), proc.stderr[-3000:]
+        "serve it text pairs it never saw."), err[-3000:]
     assert not (tmp_path / "served").exists()
 
 
+# The TF Hub pair in argv[1], the encoder's own SavedModel in argv[3]: [length, pooled, pooled].
 HUB_ENCODE = ("import json, sys, tensorflow as tf, tensorflow_text; "
               "pre = tf.saved_model.load(sys.argv[1] + '/preprocessor'); "
               "enc = tf.saved_model.load(sys.argv[1] + '/encoder'); "
               "x = pre(tf.constant([sys.argv[2]])); "
-              "print(json.dumps([x['input_word_ids'].shape[1], "
-              "enc(x)['pooled_output'].numpy()[0].tolist()]))")
+              "hub = [x['input_word_ids'].shape[1], enc(x)['pooled_output'].numpy()[0].tolist()]")
 
 
 @pytest.mark.slow
-def test_a_runs_fine_tuned_encoder_converts_to_tf_hub(sentiment_run, tmp_path):
+def test_a_runs_fine_tuned_encoder_converts_to_tf_hub(sentiment_run, tmp_path, capsys):
     """`kbert convert RUN DST --to tf_hub`: the run's encoder (not the checkpoint it started
-    from) behind TF Hub's preprocessor and encoder, at the run's sequence length."""
+    from) behind TF Hub's preprocessor and encoder, at the run's sequence length. Both are
+    written in this process and read in a new one, which loads TensorFlow alone."""
     import keras
 
-    run_together(KBERT + ["convert", sentiment_run, tmp_path / "hub", "--to", "tf_hub"],
-                 # the same encoder as a SavedModel of its own (the run's labels stay behind:
-                 # "label_names apply to classifiers, not to a backbone" refused it)
-                 KBERT + ["export", sentiment_run, tmp_path / "encoder", "--task", "backbone"])
-    length, pooled = python(HUB_ENCODE, tmp_path / "hub", TEXT)
-    served = python(SERVE_ENCODER, tmp_path / "encoder" / "1", TEXT)
+    assert cli(capsys, "convert", sentiment_run, tmp_path / "hub", "--to", "tf_hub")[0] == 0
+    # the same encoder as a SavedModel of its own (the run's labels stay behind: "label_names
+    # apply to classifiers, not to a backbone" refused it)
+    assert cli(capsys, "export", sentiment_run, tmp_path / "encoder", "--task",
+               "backbone")[0] == 0
+    length, pooled, served = python(HUB_ENCODE + "; " + SERVE_ENCODER, tmp_path / "hub", TEXT,
+                                    tmp_path / "encoder" / "1")
     model = keras.saving.load_model(sentiment_run / "model.keras")
     assert length == model.preprocessor.sequence_length
     expected = model.backbone(model.preprocessor([TEXT]))["pooled_output"]
@@ -230,10 +239,9 @@ def test_a_runs_fine_tuned_encoder_converts_to_tf_hub(sentiment_run, tmp_path):
     np.testing.assert_allclose(served, np.asarray(expected)[0], atol=1e-5)
 
 
-SERVE_ENCODER = ("import json, sys, tensorflow as tf, tensorflow_text; "
-                 "f = tf.saved_model.load(sys.argv[1]).signatures['serving_default']; "
-                 "print(json.dumps(f(text=tf.constant([sys.argv[2]]))['pooled_output']"
-                 ".numpy()[0].tolist()))")
+SERVE_ENCODER = ("f = tf.saved_model.load(sys.argv[3]).signatures['serving_default']; "
+                 "print(json.dumps(hub + [f(text=tf.constant([sys.argv[2]]))['pooled_output']"
+                 ".numpy()[0].tolist()]))")
 
 
 HF_PIPELINE = ("import json, sys, transformers; "
@@ -242,12 +250,14 @@ HF_PIPELINE = ("import json, sys, transformers; "
 
 
 @pytest.mark.slow
-def test_a_run_converts_to_a_hugging_face_classifier(sentiment_run, tmp_path):
-    """`kbert convert RUN DST --to huggingface`: transformers' text-classification pipeline
-    answers with the run's label and probability."""
+def test_a_run_converts_to_a_hugging_face_classifier(sentiment_run, tmp_path, capsys):
+    """`kbert convert RUN DST --to huggingface`: transformers' text-classification pipeline,
+    in a new process, answers with the run's label and probability."""
     import keras
 
-    out, _ = run(KBERT + ["convert", sentiment_run, tmp_path / "hf", "--to", "huggingface"])
+    status, out, _ = cli(capsys, "convert", sentiment_run, tmp_path / "hf", "--to",
+                         "huggingface")
+    assert status == 0
     assert "as transformers' BertForSequenceClassification" in out
     answer = python(HF_PIPELINE, tmp_path / "hf", TEXT)
     model = keras.saving.load_model(sentiment_run / "model.keras")
@@ -286,7 +296,11 @@ def test_a_classifier_run_converts_to(fmt, sentiment_run, tmp_path, capsys):
     if flags:  # refused without them, naming them (in-process: a refusal needs no process)
         assert main([str(c) for c in command[len(KBERT):]]) == 2
         assert flags[0] in capsys.readouterr().err and not (tmp_path / fmt).exists()
-    out, err = run(command + flags)
+    if flags:  # the warning as the command prints it: in its own process
+        out, err = run(command + flags)
+    else:
+        status, out, err = cli(capsys, *command[len(KBERT):])
+        assert status == 0, err
     assert says in out
     if flags:  # the warning in one line of the command's, not Python's path, class and code
         assert "kbert convert: warning: keras-hub's BertBackbone cannot compute this model " \
