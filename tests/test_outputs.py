@@ -1,6 +1,7 @@
 """Nothing a user owns is lost: every command that writes follows `kbert.outputs`' rule. Each
-case runs the real `kbert` command in a new process on real files and checks the exit status,
-a one-line error, and that the user's files are untouched (sha256 before and after)."""
+case runs the real `kbert` command on real files (refusals through `kbert_cli.main` in this
+process, runs that train in new processes) and checks the exit status, a one-line error, and
+that the user's files are untouched (sha256 before and after)."""
 
 import hashlib
 import json
@@ -35,15 +36,20 @@ def user_folder(path, *names):
     return path
 
 
-def refused(commands, cwd=None, env=None):
-    """Runs the commands side by side; each must exit 2 with one `kbert CMD: error:` line."""
-    procs = [subprocess.Popen([str(c) for c in KBERT + command], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=cwd,
-                              env={**os.environ, **(env or {})}) for command in commands]
+def refused(commands, cwd, home, capsys, monkeypatch):
+    """Runs the commands (`kbert_cli.main`, in this process: a refusal comes before any work,
+    so a new process adds nothing) in the folder `cwd` with `home` as the home folder; each
+    must exit 2 with one `kbert CMD: error:` line."""
+    from kbert_cli import main
+
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("HOME", str(home))
     errors = []
-    for command, proc in zip(commands, procs):
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 2, f"{command} exited {proc.returncode}:\n{err[-3000:]}"
+    for command in commands:
+        capsys.readouterr()
+        status = main([str(c) for c in command])
+        err = capsys.readouterr().err
+        assert status == 2, f"{command} exited {status}:\n{err[-3000:]}"
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"kbert {command[0]}: error: "), err
         errors.append(lines[0])
@@ -55,7 +61,7 @@ TINY = ["--task", "sentiment", "--preset", "tiny", "--steps", "2", "--batch-size
 
 
 @pytest.mark.slow
-def test_training_never_writes_into_a_folder_of_the_users(tmp_path):
+def test_training_never_writes_into_a_folder_of_the_users(tmp_path, capsys, monkeypatch):
     """finetune / pretrain into a folder that is not their output, the home folder, the
     current folder, or one holding an input: refused by name, with or without --overwrite."""
     mine = user_folder(tmp_path / "mine", "metrics.json", "model.keras", "checkpoints/a",
@@ -73,7 +79,7 @@ def test_training_never_writes_into_a_folder_of_the_users(tmp_path):
         ["finetune", "--task", "glue:SST-2", "--data-dir", glue / "SST-2", "--preset", "tiny",
          "--steps", "1", "--output", glue, "--overwrite"],
         ["pretrain", "--preset", "tiny", "--steps", "1", "--output", pre],
-    ], cwd=mine, env={"HOME": str(home)})
+    ], mine, home, capsys, monkeypatch)
     assert hashes(*users) == before
     assert f"--output {mine} exists and is not a kbert output; pass --overwrite" in errors[0]
     assert f"--output {home} exists and is not a kbert output" in errors[1]
@@ -84,7 +90,8 @@ def test_training_never_writes_into_a_folder_of_the_users(tmp_path):
 
 
 @pytest.mark.slow
-def test_no_output_replaces_an_input_or_a_users_file(sentiment_run, tmp_path):  # noqa: F811
+def test_no_output_replaces_an_input_or_a_users_file(sentiment_run, tmp_path, capsys,  # noqa: F811
+                                                    monkeypatch):
     """evaluate / predict / export / vocab / convert: an output that is an input, a folder of
     the user's, the home or current folder is refused; the run and the user's files stay."""
     home = user_folder(tmp_path / "home", "Documents/cv.txt", ".bashrc")
@@ -107,7 +114,7 @@ def test_no_output_replaces_an_input_or_a_users_file(sentiment_run, tmp_path):  
         ["vocab", "--corpus", corpus, "--output", corpus, "--overwrite"],
         ["convert", sentiment_run, home, "--to", "google", "--overwrite"],
         ["convert", sentiment_run, ".", "--to", "google", "--overwrite"],
-    ], cwd=served, env={"HOME": str(home)})
+    ], served, home, capsys, monkeypatch)
     assert hashes(*users) == before
     assert f"--output {sentiment_run} is the input {sentiment_run}" in errors[0]
     assert f"--output {scores} exists and is not a kbert output" in errors[1]
