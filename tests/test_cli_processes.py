@@ -370,13 +370,15 @@ def test_a_run_answers_away_from_its_data(tmp_path, capsys):
             "1\tThe dog barked.\tNo animal made a sound.\tnot_entailment"]
     for split in ("train", "dev"):
         (rte / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    run(KBERT + ["finetune", "--task", "glue", "--data-dir", "RTE", "--preset", "tiny",
-                 "--steps", "2", "--batch-size", "2", "--output", "run"], cwd=tmp_path)
+    from kbert_cli import main  # in-process: the new process is the end of the story
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        assert main(["finetune", "--task", "glue", "--data-dir", "RTE", "--preset", "tiny",
+                     "--steps", "2", "--batch-size", "2", "--output", "run"]) == 0
     pair = ["--text", "A cat sat on the mat.", "--text-pair", "A cat sat."]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    from kbert_cli import main  # in-process: the new processes are the two ends of the story
-
     capsys.readouterr()
     assert main(["evaluate", str(tmp_path / "run"), "--split", "dev"]) == 0
     assert "glue dev (2 examples): accuracy" in capsys.readouterr().out
