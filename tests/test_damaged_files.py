@@ -1,9 +1,11 @@
-"""Issue 76's damaged and hostile files, as a user meets them, in new processes: a damaged,
-empty, random or linked `model.keras`, a config.json that names `os.system`, a blank past the
-sequence length, a request line nested 100,000 deep, a run.json whose task is a path, repeated
-label names and vocabularies that `finetune` refuses. Each ends in one line, `kbert CMD: error:
-...` naming the file, exit status 2, and every file the command read stays as it was. The
-served signature's rank check and the Hugging Face writer's file modes run in this process."""
+"""Issue 76's damaged and hostile files, as a user meets them: a damaged, empty, random or
+linked `model.keras`, a config.json that names `os.system`, a blank past the sequence length, a
+request line nested 100,000 deep, a run.json whose task is a path, repeated label names and
+vocabularies that `finetune` refuses. Each ends in one line, `kbert CMD: error: ...` naming the
+file, exit status 2, and every file the command read stays as it was. The hostile configs run
+in new `kbert` processes, as a user's shell would; the other refusals through `kbert_cli.main`
+in this process, as do the served signature's rank check and the Hugging Face writer's file
+modes."""
 
 import hashlib
 import json
@@ -61,12 +63,23 @@ def snapshot(*paths):
     return found
 
 
-def refused(cases, inputs):
-    """Runs each (command line after `kbert`, words its error must hold) side by side; each
-    must exit 2 with one line, `kbert CMD: error: ...` holding its words, and leave every file
-    under `inputs` as it was."""
+def refused(cases, inputs, capsys=None):
+    """Runs each (command line after `kbert`, words its error must hold); each must exit 2 with
+    one line, `kbert CMD: error: ...` holding its words, and leave every file under `inputs` as
+    it was. With `capsys`, one after another through `kbert_cli.main` in this process (what a
+    refusal needs); without, side by side in new processes."""
     before = snapshot(*inputs)
-    outputs = run_together(*(KBERT + command for command, _ in cases), expect=[2] * len(cases))
+    if capsys is None:
+        outputs = run_together(*(KBERT + command for command, _ in cases),
+                               expect=[2] * len(cases))
+    else:
+        from kbert_cli import main
+
+        outputs = []
+        for command, _ in cases:
+            capsys.readouterr()
+            assert main([str(c) for c in command]) == 2, command
+            outputs.append(capsys.readouterr())
     for (command, words), (_, err) in zip(cases, outputs):
         lines = err.splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"kbert {command[0]}: error: "), err
@@ -102,13 +115,13 @@ def truncated_weights(path):
 
 
 @pytest.mark.slow
-def test_a_model_keras_with_truncated_weights_is_named_damaged(work, tmp_path):
+def test_a_model_keras_with_truncated_weights_is_named_damaged(work, tmp_path, capsys):
     """predict, evaluate and export each ended in h5py's `OSError: Unable to synchronously
     open file (truncated file...)`."""
     damaged = variant(work, tmp_path, "truncated", truncated_weights)
     words = [f"{damaged}/model.keras is damaged: its weights cannot be read", "truncated file"]
     refused([(["predict", damaged, "--text", "x"], words), (["evaluate", damaged], words),
-             (["export", damaged, tmp_path / "served"], words)], [damaged])
+             (["export", damaged, tmp_path / "served"], words)], [damaged], capsys)
     assert not (tmp_path / "served").exists()
 
 
@@ -138,7 +151,7 @@ def test_a_model_config_that_names_no_kbert_model_is_refused_and_runs_nothing(wo
 
 
 @pytest.mark.slow
-def test_a_model_keras_that_is_random_empty_or_a_link_says_which(work, tmp_path):
+def test_a_model_keras_that_is_random_empty_or_a_link_says_which(work, tmp_path, capsys):
     """Each got "File not found: filepath=..." (a link was followed)."""
     random = variant(work, tmp_path, "random", lambda p: p.write_bytes(os.urandom(4096)))
     empty = variant(work, tmp_path, "empty", lambda p: p.write_bytes(b""))
@@ -154,12 +167,12 @@ def test_a_model_keras_that_is_random_empty_or_a_link_says_which(work, tmp_path)
         (["evaluate", empty], [f"{empty}/model.keras is empty (0 bytes)"]),
         (["export", linked, tmp_path / "served"],
          [f"{linked}/model.keras is a symbolic link, refused"]),
-    ], [random, empty, linked, work / "run"])
+    ], [random, empty, linked, work / "run"], capsys)
     assert not (tmp_path / "served").exists()
 
 
 @pytest.mark.slow
-def test_a_blank_past_the_sequence_length_is_one_line(work, tmp_path):
+def test_a_blank_past_the_sequence_length_is_one_line(work, tmp_path, capsys):
     """A masked LM's `[MASK]` past its 64 positions ended in an InvalidArgumentError with a
     stack and the whole text."""
     late = "the " * 70 + "[MASK]"
@@ -169,11 +182,12 @@ def test_a_blank_past_the_sequence_length_is_one_line(work, tmp_path):
     past = "is past the sequence length 64: it falls after the first 62 tokens"
     refused([(["predict", work / "masked_lm", "--text", late], ["in the text", past]),
              (["predict", work / "masked_lm", "--input", requests],
-              [f"{requests}: A blank ([MASK]) in line 2", past])], [work / "masked_lm", requests])
+              [f"{requests}: A blank ([MASK]) in line 2", past])],
+            [work / "masked_lm", requests], capsys)
 
 
 @pytest.mark.slow
-def test_request_lines_nested_too_deeply_or_malformed_name_the_file(work, tmp_path):
+def test_request_lines_nested_too_deeply_or_malformed_name_the_file(work, tmp_path, capsys):
     """A line of 100,000 nested brackets ended in RecursionError; a malformed line's error
     named the line but not the file."""
     deep, malformed = tmp_path / "deep.jsonl", tmp_path / "malformed.jsonl"
@@ -181,11 +195,11 @@ def test_request_lines_nested_too_deeply_or_malformed_name_the_file(work, tmp_pa
     malformed.write_text('{"text": "fine"}\n{"text": \n', encoding="utf-8")
     refused([(["predict", work / "run", "--input", deep], [f"{deep} line 1: nested too deeply"]),
              (["predict", work / "run", "--input", malformed],
-              [f"{malformed} line 2: not JSON"])], [work / "run", deep, malformed])
+              [f"{malformed} line 2: not JSON"])], [work / "run", deep, malformed], capsys)
 
 
 @pytest.mark.slow
-def test_a_run_json_task_that_is_a_path_is_refused_on_every_read(work, tmp_path):
+def test_a_run_json_task_that_is_a_path_is_refused_on_every_read(work, tmp_path, capsys):
     """`predict` answered for a run whose run.json task is `../../etc/passwd`."""
     run = variant(work, tmp_path, "run", lambda path: None)
     info = json.loads((run / "run.json").read_text())
@@ -194,12 +208,12 @@ def test_a_run_json_task_that_is_a_path_is_refused_on_every_read(work, tmp_path)
     refused([(["predict", run, "--text", "x"], words), (["evaluate", run], words),
              (["export", run, tmp_path / "served"], words),
              (["export", work / "run", tmp_path / "labelled", "--labels", "a,a"],
-              ["The label names repeat 'a'"])], [run, work / "run"])
+              ["The label names repeat 'a'"])], [run, work / "run"], capsys)
     assert not (tmp_path / "served").exists() and not (tmp_path / "labelled").exists()
 
 
 @pytest.mark.slow
-def test_convert_refuses_the_vocabularies_finetune_refuses(work, tmp_path):
+def test_convert_refuses_the_vocabularies_finetune_refuses(work, tmp_path, capsys):
     """`kbert convert` copied a vocabulary without [CLS], empty, with a repeated token or not
     UTF-8, and exited 0."""
     vocabularies = {
@@ -219,7 +233,7 @@ def test_convert_refuses_the_vocabularies_finetune_refuses(work, tmp_path):
     formats = dict(zip(vocabularies, ("huggingface", "google") * 2))
     refused([(["convert", sources[name], tmp_path / f"{name}_out", "--to", formats[name]],
               [f"the vocabulary '{sources[name]}/vocab.txt' {said[name]}"])
-             for name in vocabularies], sources.values())
+             for name in vocabularies], sources.values(), capsys)
     assert not [p for p in tmp_path.iterdir() if p.name.endswith("_out")]
 
 
