@@ -44,6 +44,12 @@ def hf_model(minilm_dir, tmp_path_factory):
     return make
 
 
+def strings(command):
+    """A `kbert` command line for `kbert_cli.main`, which runs it in this process: these tests
+    check what a checkpoint's head answers, not the start of a process."""
+    return [str(part) for part in command]
+
+
 def sentiment_reference(reference, tokenizer):
     """48 sentiment dev examples (the subset kbert scores), their texts, transformers'
     probabilities and its labels (id2label, lower case) for them."""
@@ -85,14 +91,14 @@ def test_a_classifier_with_its_own_label_order_is_scored_on_the_tasks_labels(hf_
     """id2label POSITIVE, NEGATIVE: the reverse of the sentiment task's order, in capitals.
     The labels are matched by name as transformers' run_glue.py matches them, so kbert's
     answers are transformers' (a head read in id order would swap every answer)."""
-    from tests.test_cli_processes import KBERT, run
+    from kbert_cli import main
 
     path, reference, tokenizer = hf_model("BertForSequenceClassification", num_labels=2,
                                           id2label={0: "POSITIVE", 1: "NEGATIVE"})
     examples, texts, probabilities, expected = sentiment_reference(reference, tokenizer)
 
-    run(KBERT + ["evaluate", path, "--task", "sentiment", "--split", "dev",
-                 "--max-eval-examples", "48", "--output", tmp_path / "scores"])
+    assert main(strings(["evaluate", path, "--task", "sentiment", "--split", "dev",
+                         "--max-eval-examples", "48", "--output", tmp_path / "scores"])) == 0
     metrics = json.loads((tmp_path / "scores" / "metrics.json").read_text())
     names = ("negative", "positive")
     assert metrics["examples"] == 48
@@ -153,14 +159,14 @@ def test_a_question_answerer_is_scored_on_squad_as_it_answers(hf_model, tmp_path
     form ({question id: answer}), the answers `kbert predict` gives, and scores them with
     SQuAD's official metric (×100)."""
     from kbert.evaluation.squad import squad_metrics
-    from tests.test_cli_processes import KBERT, run
+    from kbert_cli import main
 
     path, _, _ = hf_model("BertForQuestionAnswering", max_position_embeddings=384)
     examples = subset(get_spec("squad").splits()["dev"], 12, EVAL_SEED)
     answers = predict_run(path, question=[e.question for e in examples],
                           context=[e.context for e in examples])
-    run(KBERT + ["evaluate", path, "--task", "squad", "--max-eval-examples", "12",
-                 "--output", tmp_path / "scores"])
+    assert main(strings(["evaluate", path, "--task", "squad", "--max-eval-examples", "12",
+                         "--output", tmp_path / "scores"])) == 0
     predictions = json.loads((tmp_path / "scores" / "predictions.json").read_text())
     assert predictions == {e.id: a["answer"] for e, a in zip(examples, answers)}
     expected = squad_metrics(predictions, {e.id: e.answer_texts for e in examples})
@@ -209,7 +215,8 @@ def test_a_question_answerer_exports_as_squad2(hf_model, tmp_path):
     """`kbert export CHECKPOINT OUT --task squad2 --null-threshold T`: TF Serving's signature,
     in a new process, answers nothing where `kbert predict --task squad2` with that threshold
     does, and the same spans elsewhere."""
-    from tests.test_cli_processes import KBERT, python, run
+    from kbert_cli import main
+    from tests.test_cli_processes import python
 
     path, _, _ = hf_model("BertForQuestionAnswering", max_position_embeddings=384)
     questions = ["Who wrote it?", "When did it open?", "What is it made of?", "Why was it built?"]
@@ -221,8 +228,8 @@ def test_a_question_answerer_exports_as_squad2(hf_model, tmp_path):
                            context=contexts)
     assert {a["answer"] == "" for a in expected} == {True, False}
     assert [a["answer"] for a in expected] != [a["answer"] for a in at_zero]
-    run(KBERT + ["export", path, tmp_path / "served", "--task", "squad2", "--null-threshold",
-                 repr(threshold)])
+    assert main(strings(["export", path, tmp_path / "served", "--task", "squad2",
+                         "--null-threshold", repr(threshold)])) == 0
     answers, differences = python(SERVE_SPANS, tmp_path / "served" / "1", json.dumps(questions),
                                   context)
     assert answers == [a["answer"] for a in expected]
@@ -234,14 +241,15 @@ def test_fine_tuning_goes_on_from_a_checkpoints_head(hf_model, tmp_path):
     """`kbert finetune --init CHECKPOINT` starts from the head the checkpoint holds for the task,
     its labels matched by name, as transformers' from_pretrained goes on from a fine-tuned
     model: after one step at a vanishing rate the run answers as transformers does."""
-    from tests.test_cli_processes import KBERT, run
+    from kbert_cli import main
 
     path, reference, tokenizer = hf_model("BertForSequenceClassification", num_labels=2,
                                           id2label={0: "POSITIVE", 1: "NEGATIVE"})
     examples, texts, probabilities, labels = sentiment_reference(reference, tokenizer)
-    run(KBERT + ["finetune", "--task", "sentiment", "--init", path, "--steps", "1",
-                 "--learning-rate", "1e-12", "--batch-size", "8", "--sequence-length",
-                 str(LENGTH), "--max-eval-examples", "48", "--output", tmp_path / "run"])
+    assert main(strings(["finetune", "--task", "sentiment", "--init", path, "--steps", "1",
+                         "--learning-rate", "1e-12", "--batch-size", "8", "--sequence-length",
+                         str(LENGTH), "--max-eval-examples", "48",
+                         "--output", tmp_path / "run"])) == 0
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     names = ("negative", "positive")
     assert metrics["dev"]["accuracy"] == pytest.approx(
