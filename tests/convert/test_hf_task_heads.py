@@ -202,17 +202,24 @@ def test_a_hugging_face_multiple_choice_model_answers_alike_in_kbert(hf_task_dir
 
 
 @pytest.mark.slow
-def test_kbert_export_and_predict_take_a_hugging_face_classifier(hf_task_dir, tmp_path):
+def test_kbert_export_and_predict_take_a_hugging_face_classifier(hf_task_dir, tmp_path,
+                                                                  capsys):
     """`kbert export HF_DIR OUT` and `kbert predict HF_DIR` on a transformers classifier (no
     kbert run): the SavedModel, in a new process, and predict answer raw text with
     transformers' probabilities and the names of its `id2label`; `kbert convert` keeps those
-    names too."""
-    from tests.test_cli_processes import KBERT, SERVE, python, run
+    names too. The commands run through `kbert_cli.main` in this process."""
+    from kbert_cli import main
+    from tests.test_cli_processes import SERVE, python
+
+    def kbert(*command):
+        capsys.readouterr()
+        assert main([str(c) for c in command]) == 0, command
+        return capsys.readouterr().out
 
     names = ["negative", "neutral", "positive"]
     path, tokenizer = hf_task_dir("BertForSequenceClassification", num_labels=3,
                                   id2label=dict(enumerate(names)))
-    run(KBERT + ["export", path, tmp_path / "served"])
+    kbert("export", path, tmp_path / "served")
     label, probabilities = python(SERVE, tmp_path / "served" / "1", TEXTS[0])
     reference = load_in_transformers(path, "BertForSequenceClassification")
     with torch.no_grad():
@@ -222,13 +229,12 @@ def test_kbert_export_and_predict_take_a_hugging_face_classifier(hf_task_dir, tm
                                                    return_tensors="pt")).logits, -1).numpy()[0]
     assert label == names[int(expected[0].argmax())]
     np.testing.assert_allclose(probabilities, expected[0], atol=1e-5)
-    single, _ = run(KBERT + ["predict", path, "--text", TEXTS[1]])
-    single = json.loads(single)
+    single = json.loads(kbert("predict", path, "--text", TEXTS[1]))
     assert single["label"] == names[int(expected[1].argmax())]
     np.testing.assert_allclose(single["probabilities"], expected[1], atol=1e-5)
-    both, _ = run(KBERT + ["predict", path, "--text", TEXTS[0], "--text-pair", TEXTS[1]])
+    both = kbert("predict", path, "--text", TEXTS[0], "--text-pair", TEXTS[1])
     np.testing.assert_allclose(json.loads(both)["probabilities"], pair, atol=1e-5)
-    run(KBERT + ["convert", path, tmp_path / "again", "--to", "huggingface"])
+    kbert("convert", path, tmp_path / "again", "--to", "huggingface")
     assert transformers.AutoConfig.from_pretrained(str(tmp_path / "again")).id2label == \
         dict(enumerate(names))
 
