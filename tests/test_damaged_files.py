@@ -114,7 +114,6 @@ def truncated_weights(path):
     rezipped(**{"model.weights.h5": weights[:len(weights) // 2]})(path)
 
 
-@pytest.mark.slow
 def test_a_model_keras_with_truncated_weights_is_named_damaged(work, tmp_path, capsys):
     """predict, evaluate and export each ended in h5py's `OSError: Unable to synchronously
     open file (truncated file...)`."""
@@ -150,7 +149,6 @@ def test_a_model_config_that_names_no_kbert_model_is_refused_and_runs_nothing(wo
     assert not marker.exists()
 
 
-@pytest.mark.slow
 def test_a_model_keras_that_is_random_empty_or_a_link_says_which(work, tmp_path, capsys):
     """Each got "File not found: filepath=..." (a link was followed)."""
     random = variant(work, tmp_path, "random", lambda p: p.write_bytes(os.urandom(4096)))
@@ -171,7 +169,6 @@ def test_a_model_keras_that_is_random_empty_or_a_link_says_which(work, tmp_path,
     assert not (tmp_path / "served").exists()
 
 
-@pytest.mark.slow
 def test_a_blank_past_the_sequence_length_is_one_line(work, tmp_path, capsys):
     """A masked LM's `[MASK]` past its 64 positions ended in an InvalidArgumentError with a
     stack and the whole text."""
@@ -186,7 +183,6 @@ def test_a_blank_past_the_sequence_length_is_one_line(work, tmp_path, capsys):
             [work / "masked_lm", requests], capsys)
 
 
-@pytest.mark.slow
 def test_request_lines_nested_too_deeply_or_malformed_name_the_file(work, tmp_path, capsys):
     """A line of 100,000 nested brackets ended in RecursionError; a malformed line's error
     named the line but not the file."""
@@ -198,7 +194,6 @@ def test_request_lines_nested_too_deeply_or_malformed_name_the_file(work, tmp_pa
               [f"{malformed} line 2: not JSON"])], [work / "run", deep, malformed], capsys)
 
 
-@pytest.mark.slow
 def test_a_run_json_task_that_is_a_path_is_refused_on_every_read(work, tmp_path, capsys):
     """`predict` answered for a run whose run.json task is `../../etc/passwd`."""
     run = variant(work, tmp_path, "run", lambda path: None)
@@ -212,7 +207,6 @@ def test_a_run_json_task_that_is_a_path_is_refused_on_every_read(work, tmp_path,
     assert not (tmp_path / "served").exists() and not (tmp_path / "labelled").exists()
 
 
-@pytest.mark.slow
 def test_convert_refuses_the_vocabularies_finetune_refuses(work, tmp_path, capsys):
     """`kbert convert` copied a vocabulary without [CLS], empty, with a repeated token or not
     UTF-8, and exited 0."""

@@ -60,7 +60,6 @@ TINY = ["--task", "sentiment", "--preset", "tiny", "--steps", "2", "--batch-size
         "--max-eval-examples", "16"]
 
 
-@pytest.mark.slow
 def test_training_never_writes_into_a_folder_of_the_users(tmp_path, capsys, monkeypatch):
     """finetune / pretrain into a folder that is not their output, the home folder, the
     current folder, or one holding an input: refused by name, with or without --overwrite."""
