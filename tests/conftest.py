@@ -107,7 +107,7 @@ SHARED_FIXTURE_MODULES = frozenset(f"tests/{name}.py" for name in (
     "test_jax_distribution", "test_gpu_benchmark", "layers/test_attention_kernel",
     "layers/test_flash_attention", "export/test_hub_models", "export/test_export",
     "export/test_token_signature", "tasks/test_finetune", "tasks/test_init_from_run",
-    "test_damaged_files"))
+    "test_damaged_files", "test_kills"))
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: plain pytest runs without it

@@ -9,18 +9,27 @@ import pytest
 from benchmarks import kills
 
 
+@pytest.fixture(scope="module")
+def killed_finetune(tmp_path_factory):
+    """(counts, work folder) of one kill of `kbert finetune`: the uninterrupted reference run it
+    measures against stays in the folder (`finetune-reference`) for the other kills here."""
+    work = tmp_path_factory.mktemp("kills")
+    counts = kills.kill_training("finetune", 1, random.Random("a-kill-mid-run"),
+                                 work)  # the seed kills 0.43 of an epoch after step 4
+    return counts, work
+
+
 @pytest.mark.slow
-def test_killed_runs_finish_with_the_steps_of_an_uninterrupted_run(tmp_path):
+def test_killed_runs_finish_with_the_steps_of_an_uninterrupted_run(killed_finetune, tmp_path):
     """One kill of `kbert finetune` and one of `kbert export`; `kbert pretrain`'s kill is
     tests/pretraining/test_pretrain.py::test_resume_after_sigkill (the schedule after it too)."""
-    finetune = kills.kill_training("finetune", 1, random.Random("a-kill-mid-run"),
-                                   tmp_path)  # the seed kills 0.43 of an epoch after step 4
+    finetune, work = killed_finetune
     assert finetune["kills"] == 1 and finetune["step_mismatches"] == 0
     assert finetune["resumed_runs"] == 1
     assert finetune["leftover_staging"] == 0
 
     export = kills.kill_export(1, random.Random("test-export"), tmp_path,
-                               run_dir=tmp_path / "finetune-reference")
+                               run_dir=work / "finetune-reference")
     assert export["kills"] == 1
     assert export["incomplete_versions"] == 0
     assert export["leftover_staging_after_next_export"] == 0
@@ -28,10 +37,13 @@ def test_killed_runs_finish_with_the_steps_of_an_uninterrupted_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_killed_overwrite_keeps_the_old_run_and_resumes(tmp_path):
+def test_a_killed_overwrite_keeps_the_old_run_and_resumes(killed_finetune, tmp_path):
     """`kbert finetune --overwrite` of a finished run killed twice: the old run is whole after
-    each kill, and the rerun resumes the new run and swaps it in (benchmarks/kills.py runs 10)."""
-    counts = kills.kill_overwrite(2, random.Random("overwrite"), tmp_path)
+    each kill, and the rerun resumes the new run and swaps it in (benchmarks/kills.py runs 10).
+    The finished run is a copy of the other test's reference run."""
+    _, work = killed_finetune
+    counts = kills.kill_overwrite(2, random.Random("overwrite"), tmp_path,
+                                  run_dir=work / "finetune-reference")
     assert counts["kills"] == 2 and counts["old_run_whole"] == 2 and counts["old_run_lost"] == 0
     assert counts["step_mismatches"] == 0 and counts["leftover_staging"] == 0
     assert counts["resumed_replacements"] >= 1
