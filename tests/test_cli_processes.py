@@ -210,12 +210,16 @@ def test_export_refuses_pairs_for_a_single_sentence_run(sentiment_run, tmp_path,
     assert not (tmp_path / "served").exists()
 
 
-# The TF Hub pair in argv[1], the encoder's own SavedModel in argv[3]: [length, pooled, pooled].
-HUB_ENCODE = ("import json, sys, tensorflow as tf, tensorflow_text; "
-              "pre = tf.saved_model.load(sys.argv[1] + '/preprocessor'); "
-              "enc = tf.saved_model.load(sys.argv[1] + '/encoder'); "
-              "x = pre(tf.constant([sys.argv[2]])); "
-              "hub = [x['input_word_ids'].shape[1], enc(x)['pooled_output'].numpy()[0].tolist()]")
+# [sequence length, pooled output] of the TF Hub pair in argv[1], then the pooled output that
+# the encoder's own SavedModel in argv[3] serves, for the text argv[2]: one process loads both.
+HUB_AND_ENCODER = ("import json, sys, tensorflow as tf, tensorflow_text; "
+                   "pre = tf.saved_model.load(sys.argv[1] + '/preprocessor'); "
+                   "enc = tf.saved_model.load(sys.argv[1] + '/encoder'); "
+                   "x = pre(tf.constant([sys.argv[2]])); "
+                   "f = tf.saved_model.load(sys.argv[3]).signatures['serving_default']; "
+                   "print(json.dumps([x['input_word_ids'].shape[1], "
+                   "enc(x)['pooled_output'].numpy()[0].tolist(), "
+                   "f(text=tf.constant([sys.argv[2]]))['pooled_output'].numpy()[0].tolist()]))")
 
 
 @pytest.mark.slow
@@ -230,18 +234,13 @@ def test_a_runs_fine_tuned_encoder_converts_to_tf_hub(sentiment_run, tmp_path, c
     # apply to classifiers, not to a backbone" refused it)
     assert cli(capsys, "export", sentiment_run, tmp_path / "encoder", "--task",
                "backbone")[0] == 0
-    length, pooled, served = python(HUB_ENCODE + "; " + SERVE_ENCODER, tmp_path / "hub", TEXT,
+    length, pooled, served = python(HUB_AND_ENCODER, tmp_path / "hub", TEXT,
                                     tmp_path / "encoder" / "1")
     model = keras.saving.load_model(sentiment_run / "model.keras")
     assert length == model.preprocessor.sequence_length
     expected = model.backbone(model.preprocessor([TEXT]))["pooled_output"]
     np.testing.assert_allclose(pooled, np.asarray(expected)[0], atol=1e-5)
     np.testing.assert_allclose(served, np.asarray(expected)[0], atol=1e-5)
-
-
-SERVE_ENCODER = ("f = tf.saved_model.load(sys.argv[3]).signatures['serving_default']; "
-                 "print(json.dumps(hub + [f(text=tf.constant([sys.argv[2]]))['pooled_output']"
-                 ".numpy()[0].tolist()]))")
 
 
 HF_PIPELINE = ("import json, sys, transformers; "

@@ -22,7 +22,7 @@ from kbert.config import BertConfig
 from kbert.convert import save_hf
 from kbert.models import BertBackbone, BertClassifier, BertPretrainer
 from kbert.text import BertPreprocessor, BertTokenizer
-from tests.test_cli_processes import KBERT, run_together
+from tests.test_cli_processes import KBERT, cli, run_together
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "movie", "was", "good"]
 TINY = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_layers=1, num_heads=2,
@@ -73,13 +73,11 @@ def refused(cases, inputs, capsys=None):
         outputs = run_together(*(KBERT + command for command, _ in cases),
                                expect=[2] * len(cases))
     else:
-        from kbert_cli import main
-
         outputs = []
         for command, _ in cases:
-            capsys.readouterr()
-            assert main([str(c) for c in command]) == 2, command
-            outputs.append(capsys.readouterr())
+            status, out, err = cli(capsys, *command)
+            assert status == 2, (command, err[-3000:])
+            outputs.append((out, err))
     for (command, words), (_, err) in zip(cases, outputs):
         lines = err.splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"kbert {command[0]}: error: "), err

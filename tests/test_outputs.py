@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from kbert import outputs
-from tests.test_cli_processes import KBERT, sentiment_run  # noqa: F401  (a fixture)
+from tests.test_cli_processes import KBERT, cli, sentiment_run  # noqa: F401  (a fixture)
 
 
 def hashes(*folders):
@@ -40,15 +40,11 @@ def refused(commands, cwd, home, capsys, monkeypatch):
     """Runs the commands (`kbert_cli.main`, in this process: a refusal comes before any work,
     so a new process adds nothing) in the folder `cwd` with `home` as the home folder; each
     must exit 2 with one `kbert CMD: error:` line."""
-    from kbert_cli import main
-
     monkeypatch.chdir(cwd)
     monkeypatch.setenv("HOME", str(home))
     errors = []
     for command in commands:
-        capsys.readouterr()
-        status = main([str(c) for c in command])
-        err = capsys.readouterr().err
+        status, _, err = cli(capsys, *command)
         assert status == 2, f"{command} exited {status}:\n{err[-3000:]}"
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"kbert {command[0]}: error: "), err

@@ -208,13 +208,12 @@ def test_kbert_export_and_predict_take_a_hugging_face_classifier(hf_task_dir, tm
     kbert run): the SavedModel, in a new process, and predict answer raw text with
     transformers' probabilities and the names of its `id2label`; `kbert convert` keeps those
     names too. The commands run through `kbert_cli.main` in this process."""
-    from kbert_cli import main
-    from tests.test_cli_processes import SERVE, python
+    from tests.test_cli_processes import SERVE, cli, python
 
     def kbert(*command):
-        capsys.readouterr()
-        assert main([str(c) for c in command]) == 0, command
-        return capsys.readouterr().out
+        status, out, err = cli(capsys, *command)
+        assert status == 0, (command, err[-3000:])
+        return out
 
     names = ["negative", "neutral", "positive"]
     path, tokenizer = hf_task_dir("BertForSequenceClassification", num_labels=3,

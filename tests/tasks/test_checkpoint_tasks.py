@@ -44,12 +44,6 @@ def hf_model(minilm_dir, tmp_path_factory):
     return make
 
 
-def strings(command):
-    """A `kbert` command line for `kbert_cli.main`, which runs it in this process: these tests
-    check what a checkpoint's head answers, not the start of a process."""
-    return [str(part) for part in command]
-
-
 def sentiment_reference(reference, tokenizer):
     """48 sentiment dev examples (the subset kbert scores), their texts, transformers'
     probabilities and its labels (id2label, lower case) for them."""
@@ -87,18 +81,19 @@ def conll_reference(reference, tokenizer):
 
 
 
-def test_a_classifier_with_its_own_label_order_is_scored_on_the_tasks_labels(hf_model, tmp_path):
+def test_a_classifier_with_its_own_label_order_is_scored_on_the_tasks_labels(hf_model, tmp_path,
+                                                                              capsys):
     """id2label POSITIVE, NEGATIVE: the reverse of the sentiment task's order, in capitals.
     The labels are matched by name as transformers' run_glue.py matches them, so kbert's
     answers are transformers' (a head read in id order would swap every answer)."""
-    from kbert_cli import main
+    from tests.test_cli_processes import cli
 
     path, reference, tokenizer = hf_model("BertForSequenceClassification", num_labels=2,
                                           id2label={0: "POSITIVE", 1: "NEGATIVE"})
     examples, texts, probabilities, expected = sentiment_reference(reference, tokenizer)
 
-    assert main(strings(["evaluate", path, "--task", "sentiment", "--split", "dev",
-                         "--max-eval-examples", "48", "--output", tmp_path / "scores"])) == 0
+    assert cli(capsys, "evaluate", path, "--task", "sentiment", "--split", "dev",
+               "--max-eval-examples", "48", "--output", tmp_path / "scores")[0] == 0
     metrics = json.loads((tmp_path / "scores" / "metrics.json").read_text())
     names = ("negative", "positive")
     assert metrics["examples"] == 48
@@ -154,19 +149,19 @@ def test_a_question_answerer_answers_as_squad2_when_asked(hf_model):
 
 
 @pytest.mark.slow
-def test_a_question_answerer_is_scored_on_squad_as_it_answers(hf_model, tmp_path):
+def test_a_question_answerer_is_scored_on_squad_as_it_answers(hf_model, tmp_path, capsys):
     """`kbert evaluate CHECKPOINT --task squad` writes predictions.json in the official scripts'
     form ({question id: answer}), the answers `kbert predict` gives, and scores them with
     SQuAD's official metric (×100)."""
     from kbert.evaluation.squad import squad_metrics
-    from kbert_cli import main
+    from tests.test_cli_processes import cli
 
     path, _, _ = hf_model("BertForQuestionAnswering", max_position_embeddings=384)
     examples = subset(get_spec("squad").splits()["dev"], 12, EVAL_SEED)
     answers = predict_run(path, question=[e.question for e in examples],
                           context=[e.context for e in examples])
-    assert main(strings(["evaluate", path, "--task", "squad", "--max-eval-examples", "12",
-                         "--output", tmp_path / "scores"])) == 0
+    assert cli(capsys, "evaluate", path, "--task", "squad", "--max-eval-examples", "12",
+               "--output", tmp_path / "scores")[0] == 0
     predictions = json.loads((tmp_path / "scores" / "predictions.json").read_text())
     assert predictions == {e.id: a["answer"] for e, a in zip(examples, answers)}
     expected = squad_metrics(predictions, {e.id: e.answer_texts for e in examples})
@@ -211,12 +206,11 @@ SERVE_SPANS = ("import json, sys, tensorflow as tf, tensorflow_text; "
 
 
 @pytest.mark.slow
-def test_a_question_answerer_exports_as_squad2(hf_model, tmp_path):
+def test_a_question_answerer_exports_as_squad2(hf_model, tmp_path, capsys):
     """`kbert export CHECKPOINT OUT --task squad2 --null-threshold T`: TF Serving's signature,
     in a new process, answers nothing where `kbert predict --task squad2` with that threshold
     does, and the same spans elsewhere."""
-    from kbert_cli import main
-    from tests.test_cli_processes import python
+    from tests.test_cli_processes import cli, python
 
     path, _, _ = hf_model("BertForQuestionAnswering", max_position_embeddings=384)
     questions = ["Who wrote it?", "When did it open?", "What is it made of?", "Why was it built?"]
@@ -228,8 +222,8 @@ def test_a_question_answerer_exports_as_squad2(hf_model, tmp_path):
                            context=contexts)
     assert {a["answer"] == "" for a in expected} == {True, False}
     assert [a["answer"] for a in expected] != [a["answer"] for a in at_zero]
-    assert main(strings(["export", path, tmp_path / "served", "--task", "squad2",
-                         "--null-threshold", repr(threshold)])) == 0
+    assert cli(capsys, "export", path, tmp_path / "served", "--task", "squad2",
+               "--null-threshold", repr(threshold))[0] == 0
     answers, differences = python(SERVE_SPANS, tmp_path / "served" / "1", json.dumps(questions),
                                   context)
     assert answers == [a["answer"] for a in expected]
@@ -237,19 +231,18 @@ def test_a_question_answerer_exports_as_squad2(hf_model, tmp_path):
                                atol=1e-4)
 
 
-def test_fine_tuning_goes_on_from_a_checkpoints_head(hf_model, tmp_path):
+def test_fine_tuning_goes_on_from_a_checkpoints_head(hf_model, tmp_path, capsys):
     """`kbert finetune --init CHECKPOINT` starts from the head the checkpoint holds for the task,
     its labels matched by name, as transformers' from_pretrained goes on from a fine-tuned
     model: after one step at a vanishing rate the run answers as transformers does."""
-    from kbert_cli import main
+    from tests.test_cli_processes import cli
 
     path, reference, tokenizer = hf_model("BertForSequenceClassification", num_labels=2,
                                           id2label={0: "POSITIVE", 1: "NEGATIVE"})
     examples, texts, probabilities, labels = sentiment_reference(reference, tokenizer)
-    assert main(strings(["finetune", "--task", "sentiment", "--init", path, "--steps", "1",
-                         "--learning-rate", "1e-12", "--batch-size", "8", "--sequence-length",
-                         str(LENGTH), "--max-eval-examples", "48",
-                         "--output", tmp_path / "run"])) == 0
+    assert cli(capsys, "finetune", "--task", "sentiment", "--init", path, "--steps", "1",
+               "--learning-rate", "1e-12", "--batch-size", "8", "--sequence-length",
+               str(LENGTH), "--max-eval-examples", "48", "--output", tmp_path / "run")[0] == 0
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     names = ("negative", "positive")
     assert metrics["dev"]["accuracy"] == pytest.approx(
